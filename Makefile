@@ -1,0 +1,31 @@
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: demo test generate check-generated bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m kprotocol demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) tests
+
+generate: $(STAMP)
+	$(BIN)/python -m codegen
+
+check-generated: $(STAMP)
+	$(BIN)/python -m codegen --check
+
+bench: $(STAMP)
+	$(BIN)/python bench/codec.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""Generate `kprotocol.generated` from Kafka JSON message specs (`python -m codegen`)."""

@@ -1,0 +1,5 @@
+import sys
+
+from kprotocol.cli import main
+
+sys.exit(main())

@@ -1,0 +1,32 @@
+"""The `kprotocol` command line: one subcommand per tool, each registered by its own module."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module exposes `register(subparsers)`, adding its subcommand(s) with `func` set as the default.
+COMMAND_MODULES = (
+    "kprotocol.tools.demo",
+    "kprotocol.streams.cli",
+    "kprotocol.records.cli",
+    "kprotocol.assignor.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kprotocol", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

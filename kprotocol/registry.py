@@ -1,0 +1,42 @@
+"""Look up generated message classes by spec name (modules are imported on first use)."""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from kprotocol.generated import SPECS
+from kprotocol.runtime.struct import Message
+
+
+def spec_names() -> list[str]:
+    """Every spec name, sorted: requests, responses, headers, data and coordinator records."""
+    return sorted(SPECS)
+
+
+@cache
+def message_class(name: str) -> type[Message]:
+    """The generated class of spec `name`, e.g. "JoinGroupRequest" or "GroupMetadataValue"."""
+    try:
+        module, _, _ = SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown spec {name!r}") from None
+    return getattr(importlib.import_module(f"kprotocol.generated.{module}"), name)
+
+
+@cache
+def api_classes(api_key: int) -> tuple[type[Message], type[Message]]:
+    """(request class, response class) of an API key."""
+    found: dict[str, type[Message]] = {}
+    for name, (_, kind, key) in SPECS.items():
+        if key == api_key and kind in ("request", "response"):
+            found[kind] = message_class(name)
+    if len(found) != 2:
+        raise KeyError(f"unknown api key {api_key}")
+    return found["request"], found["response"]
+
+
+@cache
+def coordinator_classes(kind: str) -> dict[int, type[Message]]:
+    """Record type -> class for `coordinator-key` or `coordinator-value` specs."""
+    return {key: message_class(name) for name, (_, k, key) in SPECS.items() if k == kind and key is not None}

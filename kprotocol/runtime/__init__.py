@@ -1,0 +1,1 @@
+"""Hand-written runtime shared by every generated message module."""
