@@ -296,7 +296,6 @@ class ModuleEmitter:
         lines.append(f"    _fields = ({''.join(repr(f.attr) + ', ' for f in s.fields)}'unknown_tagged_fields')")
         if root:
             lines += [
-                f"    name = {msg.name!r}",
                 f"    spec_type = {msg.type!r}",
                 f"    api_key = {msg.api_key!r}",
                 f"    valid_versions = {msg.valid!r}",

@@ -16,7 +16,10 @@ PRIMITIVES = {
     "string", "bytes", "uuid", "records",
 }
 # Names that would shadow the message API or Python keywords get a trailing underscore.
-RESERVED = {"encode", "decode", "to_json", "from_json", "replace", "unknown_tagged_fields"}
+RESERVED = {
+    "encode", "decode", "decode_prefix", "encode_into", "to_json", "from_json", "replace", "to_dict",
+    "unknown_tagged_fields", "api_key", "spec_type", "valid_versions", "flexible_versions",
+}
 
 Range = tuple[int, int] | None
 

@@ -50,7 +50,7 @@ def _unframe(frame: bytes) -> bytes:
 def _body(cls: type[Message], buf: bytes, start: int, version: int) -> Message:
     msg, end = cls.decode_prefix(buf, version, start)
     if end != len(buf):
-        raise TrailingBytesError(f"{len(buf) - end} bytes left after the message", end + 4, cls.name)
+        raise TrailingBytesError(f"{len(buf) - end} bytes left after the message", end + 4, cls.__name__)
     return msg
 
 
@@ -106,7 +106,7 @@ def encode_request(header: Message, message: Message) -> bytes:
     """(RequestHeader, request) -> size-prefixed frame; the header names the api key and version."""
     api_key, api_version = header.request_api_key, header.request_api_version  # type: ignore[attr-defined]
     if message.api_key != api_key:
-        raise ValueError(f"header api key {api_key} does not match {message.name}")
+        raise ValueError(f"header api key {api_key} does not match {type(message).__name__}")
     out: list[bytes] = []
     header.encode_into(out.append, request_header_version(api_key, api_version))
     message.encode_into(out.append, api_version)

@@ -17,7 +17,6 @@ class AddOffsetsToTxnRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields')
-    name = 'AddOffsetsToTxnRequest'
     spec_type = 'request'
     api_key = 25
     valid_versions = (0, 4)

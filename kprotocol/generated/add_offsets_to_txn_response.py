@@ -17,7 +17,6 @@ class AddOffsetsToTxnResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
-    name = 'AddOffsetsToTxnResponse'
     spec_type = 'response'
     api_key = 25
     valid_versions = (0, 4)

@@ -71,7 +71,6 @@ class AddPartitionsToTxnRequest(Message):
 
     __slots__ = ()
     _fields = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics', 'unknown_tagged_fields')
-    name = 'AddPartitionsToTxnRequest'
     spec_type = 'request'
     api_key = 24
     valid_versions = (0, 5)

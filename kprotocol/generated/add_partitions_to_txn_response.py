@@ -88,7 +88,6 @@ class AddPartitionsToTxnResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields')
-    name = 'AddPartitionsToTxnResponse'
     spec_type = 'response'
     api_key = 24
     valid_versions = (0, 5)

@@ -46,7 +46,6 @@ class AddRaftVoterRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', 'unknown_tagged_fields')
-    name = 'AddRaftVoterRequest'
     spec_type = 'request'
     api_key = 80
     valid_versions = (0, 1)

@@ -17,7 +17,6 @@ class AddRaftVoterResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
-    name = 'AddRaftVoterResponse'
     spec_type = 'response'
     api_key = 80
     valid_versions = (0, 1)

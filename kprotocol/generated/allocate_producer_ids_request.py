@@ -17,7 +17,6 @@ class AllocateProducerIdsRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
-    name = 'AllocateProducerIdsRequest'
     spec_type = 'request'
     api_key = 67
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class AllocateProducerIdsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields')
-    name = 'AllocateProducerIdsResponse'
     spec_type = 'response'
     api_key = 67
     valid_versions = (0, 0)

@@ -90,7 +90,6 @@ class AlterClientQuotasRequest(Message):
 
     __slots__ = ()
     _fields = ('entries', 'validate_only', 'unknown_tagged_fields')
-    name = 'AlterClientQuotasRequest'
     spec_type = 'request'
     api_key = 49
     valid_versions = (0, 1)

@@ -67,7 +67,6 @@ class AlterClientQuotasResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'entries', 'unknown_tagged_fields')
-    name = 'AlterClientQuotasResponse'
     spec_type = 'response'
     api_key = 49
     valid_versions = (0, 1)

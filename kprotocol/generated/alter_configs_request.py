@@ -65,7 +65,6 @@ class AlterConfigsRequest(Message):
 
     __slots__ = ()
     _fields = ('resources', 'validate_only', 'unknown_tagged_fields')
-    name = 'AlterConfigsRequest'
     spec_type = 'request'
     api_key = 33
     valid_versions = (0, 2)

@@ -48,7 +48,6 @@ class AlterConfigsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
-    name = 'AlterConfigsResponse'
     spec_type = 'response'
     api_key = 33
     valid_versions = (0, 2)

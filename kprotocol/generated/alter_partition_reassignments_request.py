@@ -65,7 +65,6 @@ class AlterPartitionReassignmentsRequest(Message):
 
     __slots__ = ()
     _fields = ('timeout_ms', 'allow_replication_factor_change', 'topics', 'unknown_tagged_fields')
-    name = 'AlterPartitionReassignmentsRequest'
     spec_type = 'request'
     api_key = 45
     valid_versions = (0, 1)

@@ -67,7 +67,6 @@ class AlterPartitionReassignmentsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
-    name = 'AlterPartitionReassignmentsResponse'
     spec_type = 'response'
     api_key = 45
     valid_versions = (0, 1)

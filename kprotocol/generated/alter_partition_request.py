@@ -104,7 +104,6 @@ class AlterPartitionRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields')
-    name = 'AlterPartitionRequest'
     spec_type = 'request'
     api_key = 56
     valid_versions = (0, 3)

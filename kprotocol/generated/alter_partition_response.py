@@ -83,7 +83,6 @@ class AlterPartitionResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields')
-    name = 'AlterPartitionResponse'
     spec_type = 'response'
     api_key = 56
     valid_versions = (0, 3)

@@ -62,7 +62,6 @@ class AlterReplicaLogDirsRequest(Message):
 
     __slots__ = ()
     _fields = ('dirs', 'unknown_tagged_fields')
-    name = 'AlterReplicaLogDirsRequest'
     spec_type = 'request'
     api_key = 34
     valid_versions = (0, 2)

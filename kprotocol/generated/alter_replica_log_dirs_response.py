@@ -65,7 +65,6 @@ class AlterReplicaLogDirsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'AlterReplicaLogDirsResponse'
     spec_type = 'response'
     api_key = 34
     valid_versions = (0, 2)

@@ -63,7 +63,6 @@ class AlterShareGroupOffsetsRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'AlterShareGroupOffsetsRequest'
     spec_type = 'request'
     api_key = 91
     valid_versions = (0, 0)

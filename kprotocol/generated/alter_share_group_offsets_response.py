@@ -69,7 +69,6 @@ class AlterShareGroupOffsetsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
-    name = 'AlterShareGroupOffsetsResponse'
     spec_type = 'response'
     api_key = 91
     valid_versions = (0, 0)

@@ -71,7 +71,6 @@ class AlterUserScramCredentialsRequest(Message):
 
     __slots__ = ()
     _fields = ('deletions', 'upsertions', 'unknown_tagged_fields')
-    name = 'AlterUserScramCredentialsRequest'
     spec_type = 'request'
     api_key = 51
     valid_versions = (0, 0)

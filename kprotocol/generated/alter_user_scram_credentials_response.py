@@ -44,7 +44,6 @@ class AlterUserScramCredentialsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'AlterUserScramCredentialsResponse'
     spec_type = 'response'
     api_key = 51
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ApiVersionsRequest(Message):
 
     __slots__ = ()
     _fields = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
-    name = 'ApiVersionsRequest'
     spec_type = 'request'
     api_key = 18
     valid_versions = (0, 4)

@@ -88,7 +88,6 @@ class AssignReplicasToDirsRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'broker_epoch', 'directories', 'unknown_tagged_fields')
-    name = 'AssignReplicasToDirsRequest'
     spec_type = 'request'
     api_key = 73
     valid_versions = (0, 0)

@@ -88,7 +88,6 @@ class AssignReplicasToDirsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields')
-    name = 'AssignReplicasToDirsResponse'
     spec_type = 'response'
     api_key = 73
     valid_versions = (0, 0)

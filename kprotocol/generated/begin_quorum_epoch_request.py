@@ -98,7 +98,6 @@ class BeginQuorumEpochRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
-    name = 'BeginQuorumEpochRequest'
     spec_type = 'request'
     api_key = 53
     valid_versions = (0, 1)

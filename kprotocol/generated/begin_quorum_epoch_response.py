@@ -98,7 +98,6 @@ class BeginQuorumEpochResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'BeginQuorumEpochResponse'
     spec_type = 'response'
     api_key = 53
     valid_versions = (0, 1)

@@ -19,7 +19,6 @@ class BrokerHeartbeatRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields')
-    name = 'BrokerHeartbeatRequest'
     spec_type = 'request'
     api_key = 63
     valid_versions = (0, 2)

@@ -17,7 +17,6 @@ class BrokerHeartbeatResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields')
-    name = 'BrokerHeartbeatResponse'
     spec_type = 'response'
     api_key = 63
     valid_versions = (0, 2)

@@ -79,7 +79,6 @@ class BrokerRegistrationRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields')
-    name = 'BrokerRegistrationRequest'
     spec_type = 'request'
     api_key = 62
     valid_versions = (0, 4)

@@ -17,7 +17,6 @@ class BrokerRegistrationResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'broker_epoch', 'unknown_tagged_fields')
-    name = 'BrokerRegistrationResponse'
     spec_type = 'response'
     api_key = 62
     valid_versions = (0, 4)

@@ -16,7 +16,6 @@ class ConsumerGroupCurrentMemberAssignmentKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupCurrentMemberAssignmentKey'
     spec_type = 'coordinator-key'
     api_key = 8
     valid_versions = (0, 0)

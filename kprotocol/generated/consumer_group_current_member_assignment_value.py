@@ -44,7 +44,6 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
 
     __slots__ = ()
     _fields = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', 'partitions_pending_revocation', 'unknown_tagged_fields')
-    name = 'ConsumerGroupCurrentMemberAssignmentValue'
     spec_type = 'coordinator-value'
     api_key = 8
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class ConsumerGroupDescribeRequest(Message):
 
     __slots__ = ()
     _fields = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
-    name = 'ConsumerGroupDescribeRequest'
     spec_type = 'request'
     api_key = 69
     valid_versions = (0, 1)

@@ -149,7 +149,6 @@ class ConsumerGroupDescribeResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
-    name = 'ConsumerGroupDescribeResponse'
     spec_type = 'response'
     api_key = 69
     valid_versions = (0, 1)

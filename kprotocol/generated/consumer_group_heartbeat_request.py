@@ -42,7 +42,6 @@ class ConsumerGroupHeartbeatRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields')
-    name = 'ConsumerGroupHeartbeatRequest'
     spec_type = 'request'
     api_key = 68
     valid_versions = (0, 1)

@@ -16,7 +16,6 @@ class ConsumerGroupMemberMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupMemberMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 5
     valid_versions = (0, 0)

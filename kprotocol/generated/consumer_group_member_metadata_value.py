@@ -63,7 +63,6 @@ class ConsumerGroupMemberMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata', 'unknown_tagged_fields')
-    name = 'ConsumerGroupMemberMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 5
     valid_versions = (0, 0)

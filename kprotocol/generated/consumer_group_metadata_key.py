@@ -16,7 +16,6 @@ class ConsumerGroupMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 3
     valid_versions = (0, 0)

@@ -19,7 +19,6 @@ class ConsumerGroupMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('epoch', 'metadata_hash', 'creation_time_ms', 'unknown_tagged_fields')
-    name = 'ConsumerGroupMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 3
     valid_versions = (0, 0)

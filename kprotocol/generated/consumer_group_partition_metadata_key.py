@@ -16,7 +16,6 @@ class ConsumerGroupPartitionMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupPartitionMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 4
     valid_versions = (0, 0)

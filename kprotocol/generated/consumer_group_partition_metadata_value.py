@@ -69,7 +69,6 @@ class ConsumerGroupPartitionMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'ConsumerGroupPartitionMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 4
     valid_versions = (0, 0)

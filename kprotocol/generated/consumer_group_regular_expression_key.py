@@ -16,7 +16,6 @@ class ConsumerGroupRegularExpressionKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'regular_expression', 'unknown_tagged_fields')
-    name = 'ConsumerGroupRegularExpressionKey'
     spec_type = 'coordinator-key'
     api_key = 16
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class ConsumerGroupRegularExpressionValue(Message):
 
     __slots__ = ()
     _fields = ('topics', 'version', 'timestamp', 'unknown_tagged_fields')
-    name = 'ConsumerGroupRegularExpressionValue'
     spec_type = 'coordinator-value'
     api_key = 16
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ConsumerGroupTargetAssignmentMemberKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupTargetAssignmentMemberKey'
     spec_type = 'coordinator-key'
     api_key = 7
     valid_versions = (0, 0)

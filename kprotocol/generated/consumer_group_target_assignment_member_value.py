@@ -40,7 +40,6 @@ class ConsumerGroupTargetAssignmentMemberValue(Message):
 
     __slots__ = ()
     _fields = ('topic_partitions', 'unknown_tagged_fields')
-    name = 'ConsumerGroupTargetAssignmentMemberValue'
     spec_type = 'coordinator-value'
     api_key = 7
     valid_versions = (0, 0)

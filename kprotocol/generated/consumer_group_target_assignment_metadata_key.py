@@ -16,7 +16,6 @@ class ConsumerGroupTargetAssignmentMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ConsumerGroupTargetAssignmentMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 6
     valid_versions = (0, 0)

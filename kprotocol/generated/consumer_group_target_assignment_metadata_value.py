@@ -19,7 +19,6 @@ class ConsumerGroupTargetAssignmentMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('assignment_epoch', 'assignment_timestamp', 'unknown_tagged_fields')
-    name = 'ConsumerGroupTargetAssignmentMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 6
     valid_versions = (0, 0)

@@ -39,7 +39,6 @@ class ConsumerProtocolAssignment(Message):
 
     __slots__ = ()
     _fields = ('assigned_partitions', 'user_data', 'unknown_tagged_fields')
-    name = 'ConsumerProtocolAssignment'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 3)

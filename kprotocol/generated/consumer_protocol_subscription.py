@@ -40,7 +40,6 @@ class ConsumerProtocolSubscription(Message):
 
     __slots__ = ()
     _fields = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields')
-    name = 'ConsumerProtocolSubscription'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 3)

@@ -17,7 +17,6 @@ class ControlRecordTypeSchema(Message):
 
     __slots__ = ()
     _fields = ('type', 'unknown_tagged_fields')
-    name = 'ControlRecordTypeSchema'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -19,7 +19,6 @@ class ControlledShutdownRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
-    name = 'ControlledShutdownRequest'
     spec_type = 'request'
     api_key = 7
     valid_versions = (0, 3)

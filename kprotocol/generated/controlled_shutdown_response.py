@@ -42,7 +42,6 @@ class ControlledShutdownResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'remaining_partitions', 'unknown_tagged_fields')
-    name = 'ControlledShutdownResponse'
     spec_type = 'response'
     api_key = 7
     valid_versions = (0, 3)

@@ -73,7 +73,6 @@ class ControllerRegistrationRequest(Message):
 
     __slots__ = ()
     _fields = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields')
-    name = 'ControllerRegistrationRequest'
     spec_type = 'request'
     api_key = 70
     valid_versions = (0, 0)

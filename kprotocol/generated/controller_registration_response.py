@@ -17,7 +17,6 @@ class ControllerRegistrationResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
-    name = 'ControllerRegistrationResponse'
     spec_type = 'response'
     api_key = 70
     valid_versions = (0, 0)

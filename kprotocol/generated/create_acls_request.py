@@ -52,7 +52,6 @@ class CreateAclsRequest(Message):
 
     __slots__ = ()
     _fields = ('creations', 'unknown_tagged_fields')
-    name = 'CreateAclsRequest'
     spec_type = 'request'
     api_key = 30
     valid_versions = (0, 3)

@@ -42,7 +42,6 @@ class CreateAclsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'CreateAclsResponse'
     spec_type = 'response'
     api_key = 30
     valid_versions = (0, 3)

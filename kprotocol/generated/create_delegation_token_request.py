@@ -40,7 +40,6 @@ class CreateDelegationTokenRequest(Message):
 
     __slots__ = ()
     _fields = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields')
-    name = 'CreateDelegationTokenRequest'
     spec_type = 'request'
     api_key = 38
     valid_versions = (0, 3)

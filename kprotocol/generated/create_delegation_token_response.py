@@ -21,7 +21,6 @@ class CreateDelegationTokenResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields')
-    name = 'CreateDelegationTokenResponse'
     spec_type = 'response'
     api_key = 38
     valid_versions = (0, 3)

@@ -65,7 +65,6 @@ class CreatePartitionsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
-    name = 'CreatePartitionsRequest'
     spec_type = 'request'
     api_key = 37
     valid_versions = (0, 3)

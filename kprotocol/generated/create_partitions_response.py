@@ -44,7 +44,6 @@ class CreatePartitionsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'CreatePartitionsResponse'
     spec_type = 'response'
     api_key = 37
     valid_versions = (0, 3)

@@ -96,7 +96,6 @@ class CreateTopicsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
-    name = 'CreateTopicsRequest'
     spec_type = 'request'
     api_key = 19
     valid_versions = (0, 7)

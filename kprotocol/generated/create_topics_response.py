@@ -89,7 +89,6 @@ class CreateTopicsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'CreateTopicsResponse'
     spec_type = 'response'
     api_key = 19
     valid_versions = (0, 7)

@@ -17,7 +17,6 @@ class DefaultPrincipalData(Message):
 
     __slots__ = ()
     _fields = ('type', 'name', 'token_authenticated', 'unknown_tagged_fields')
-    name = 'DefaultPrincipalData'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -52,7 +52,6 @@ class DeleteAclsRequest(Message):
 
     __slots__ = ()
     _fields = ('filters', 'unknown_tagged_fields')
-    name = 'DeleteAclsRequest'
     spec_type = 'request'
     api_key = 31
     valid_versions = (0, 3)

@@ -85,7 +85,6 @@ class DeleteAclsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields')
-    name = 'DeleteAclsResponse'
     spec_type = 'response'
     api_key = 31
     valid_versions = (0, 3)

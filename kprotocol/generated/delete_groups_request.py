@@ -16,7 +16,6 @@ class DeleteGroupsRequest(Message):
 
     __slots__ = ()
     _fields = ('groups_names', 'unknown_tagged_fields')
-    name = 'DeleteGroupsRequest'
     spec_type = 'request'
     api_key = 42
     valid_versions = (0, 2)

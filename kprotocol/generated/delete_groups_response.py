@@ -42,7 +42,6 @@ class DeleteGroupsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'DeleteGroupsResponse'
     spec_type = 'response'
     api_key = 42
     valid_versions = (0, 2)

@@ -65,7 +65,6 @@ class DeleteRecordsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'timeout_ms', 'unknown_tagged_fields')
-    name = 'DeleteRecordsRequest'
     spec_type = 'request'
     api_key = 21
     valid_versions = (0, 2)

@@ -67,7 +67,6 @@ class DeleteRecordsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'DeleteRecordsResponse'
     spec_type = 'response'
     api_key = 21
     valid_versions = (0, 2)

@@ -37,7 +37,6 @@ class DeleteShareGroupOffsetsRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'DeleteShareGroupOffsetsRequest'
     spec_type = 'request'
     api_key = 92
     valid_versions = (0, 0)

@@ -46,7 +46,6 @@ class DeleteShareGroupOffsetsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
-    name = 'DeleteShareGroupOffsetsResponse'
     spec_type = 'response'
     api_key = 92
     valid_versions = (0, 0)

@@ -63,7 +63,6 @@ class DeleteShareGroupStateRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'DeleteShareGroupStateRequest'
     spec_type = 'request'
     api_key = 86
     valid_versions = (0, 0)

@@ -67,7 +67,6 @@ class DeleteShareGroupStateResponse(Message):
 
     __slots__ = ()
     _fields = ('results', 'unknown_tagged_fields')
-    name = 'DeleteShareGroupStateResponse'
     spec_type = 'response'
     api_key = 86
     valid_versions = (0, 0)

@@ -42,7 +42,6 @@ class DeleteTopicsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields')
-    name = 'DeleteTopicsRequest'
     spec_type = 'request'
     api_key = 20
     valid_versions = (0, 6)

@@ -48,7 +48,6 @@ class DeleteTopicsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
-    name = 'DeleteTopicsResponse'
     spec_type = 'response'
     api_key = 20
     valid_versions = (0, 6)

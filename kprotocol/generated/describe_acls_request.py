@@ -19,7 +19,6 @@ class DescribeAclsRequest(Message):
 
     __slots__ = ()
     _fields = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
-    name = 'DescribeAclsRequest'
     spec_type = 'request'
     api_key = 29
     valid_versions = (0, 3)

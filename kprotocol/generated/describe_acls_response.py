@@ -75,7 +75,6 @@ class DescribeAclsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields')
-    name = 'DescribeAclsResponse'
     spec_type = 'response'
     api_key = 29
     valid_versions = (0, 3)

@@ -42,7 +42,6 @@ class DescribeClientQuotasRequest(Message):
 
     __slots__ = ()
     _fields = ('components', 'strict', 'unknown_tagged_fields')
-    name = 'DescribeClientQuotasRequest'
     spec_type = 'request'
     api_key = 48
     valid_versions = (0, 1)

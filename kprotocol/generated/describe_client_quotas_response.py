@@ -88,7 +88,6 @@ class DescribeClientQuotasResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields')
-    name = 'DescribeClientQuotasResponse'
     spec_type = 'response'
     api_key = 48
     valid_versions = (0, 1)

@@ -21,7 +21,6 @@ class DescribeClusterRequest(Message):
 
     __slots__ = ()
     _fields = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', 'unknown_tagged_fields')
-    name = 'DescribeClusterRequest'
     spec_type = 'request'
     api_key = 60
     valid_versions = (0, 2)

@@ -50,7 +50,6 @@ class DescribeClusterResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields')
-    name = 'DescribeClusterResponse'
     spec_type = 'response'
     api_key = 60
     valid_versions = (0, 2)

@@ -44,7 +44,6 @@ class DescribeConfigsRequest(Message):
 
     __slots__ = ()
     _fields = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields')
-    name = 'DescribeConfigsRequest'
     spec_type = 'request'
     api_key = 32
     valid_versions = (0, 4)

@@ -114,7 +114,6 @@ class DescribeConfigsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
-    name = 'DescribeConfigsResponse'
     spec_type = 'response'
     api_key = 32
     valid_versions = (0, 4)

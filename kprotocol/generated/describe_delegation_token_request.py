@@ -39,7 +39,6 @@ class DescribeDelegationTokenRequest(Message):
 
     __slots__ = ()
     _fields = ('owners', 'unknown_tagged_fields')
-    name = 'DescribeDelegationTokenRequest'
     spec_type = 'request'
     api_key = 41
     valid_versions = (0, 3)

@@ -83,7 +83,6 @@ class DescribeDelegationTokenResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields')
-    name = 'DescribeDelegationTokenResponse'
     spec_type = 'response'
     api_key = 41
     valid_versions = (0, 3)

@@ -17,7 +17,6 @@ class DescribeGroupsRequest(Message):
 
     __slots__ = ()
     _fields = ('groups', 'include_authorized_operations', 'unknown_tagged_fields')
-    name = 'DescribeGroupsRequest'
     spec_type = 'request'
     api_key = 15
     valid_versions = (0, 6)

@@ -85,7 +85,6 @@ class DescribeGroupsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
-    name = 'DescribeGroupsResponse'
     spec_type = 'response'
     api_key = 15
     valid_versions = (0, 6)

@@ -39,7 +39,6 @@ class DescribeLogDirsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'DescribeLogDirsRequest'
     spec_type = 'request'
     api_key = 35
     valid_versions = (0, 5)

@@ -108,7 +108,6 @@ class DescribeLogDirsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields')
-    name = 'DescribeLogDirsResponse'
     spec_type = 'response'
     api_key = 35
     valid_versions = (0, 5)

@@ -39,7 +39,6 @@ class DescribeProducersRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'DescribeProducersRequest'
     spec_type = 'request'
     api_key = 61
     valid_versions = (0, 0)

@@ -102,7 +102,6 @@ class DescribeProducersResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'DescribeProducersResponse'
     spec_type = 'response'
     api_key = 61
     valid_versions = (0, 0)

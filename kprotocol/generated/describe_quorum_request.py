@@ -61,7 +61,6 @@ class DescribeQuorumRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'DescribeQuorumRequest'
     spec_type = 'request'
     api_key = 55
     valid_versions = (0, 2)

@@ -168,7 +168,6 @@ class DescribeQuorumResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields')
-    name = 'DescribeQuorumResponse'
     spec_type = 'response'
     api_key = 55
     valid_versions = (0, 2)

@@ -62,7 +62,6 @@ class DescribeShareGroupOffsetsRequest(Message):
 
     __slots__ = ()
     _fields = ('groups', 'unknown_tagged_fields')
-    name = 'DescribeShareGroupOffsetsRequest'
     spec_type = 'request'
     api_key = 90
     valid_versions = (0, 1)

@@ -108,7 +108,6 @@ class DescribeShareGroupOffsetsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
-    name = 'DescribeShareGroupOffsetsResponse'
     spec_type = 'response'
     api_key = 90
     valid_versions = (0, 1)

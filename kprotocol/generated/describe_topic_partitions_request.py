@@ -61,7 +61,6 @@ class DescribeTopicPartitionsRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields')
-    name = 'DescribeTopicPartitionsRequest'
     spec_type = 'request'
     api_key = 75
     valid_versions = (0, 0)

@@ -114,7 +114,6 @@ class DescribeTopicPartitionsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields')
-    name = 'DescribeTopicPartitionsResponse'
     spec_type = 'response'
     api_key = 75
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class DescribeTransactionsRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_ids', 'unknown_tagged_fields')
-    name = 'DescribeTransactionsRequest'
     spec_type = 'request'
     api_key = 65
     valid_versions = (0, 0)

@@ -79,7 +79,6 @@ class DescribeTransactionsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'transaction_states', 'unknown_tagged_fields')
-    name = 'DescribeTransactionsResponse'
     spec_type = 'response'
     api_key = 65
     valid_versions = (0, 0)

@@ -37,7 +37,6 @@ class DescribeUserScramCredentialsRequest(Message):
 
     __slots__ = ()
     _fields = ('users', 'unknown_tagged_fields')
-    name = 'DescribeUserScramCredentialsRequest'
     spec_type = 'request'
     api_key = 50
     valid_versions = (0, 0)

@@ -71,7 +71,6 @@ class DescribeUserScramCredentialsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
-    name = 'DescribeUserScramCredentialsResponse'
     spec_type = 'response'
     api_key = 50
     valid_versions = (0, 0)

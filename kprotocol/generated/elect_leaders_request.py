@@ -42,7 +42,6 @@ class ElectLeadersRequest(Message):
 
     __slots__ = ()
     _fields = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields')
-    name = 'ElectLeadersRequest'
     spec_type = 'request'
     api_key = 43
     valid_versions = (0, 2)

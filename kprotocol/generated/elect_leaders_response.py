@@ -67,7 +67,6 @@ class ElectLeadersResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields')
-    name = 'ElectLeadersResponse'
     spec_type = 'response'
     api_key = 43
     valid_versions = (0, 2)

@@ -121,7 +121,6 @@ class EndQuorumEpochRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
-    name = 'EndQuorumEpochRequest'
     spec_type = 'request'
     api_key = 54
     valid_versions = (0, 1)

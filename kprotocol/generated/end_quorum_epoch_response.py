@@ -98,7 +98,6 @@ class EndQuorumEpochResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'EndQuorumEpochResponse'
     spec_type = 'response'
     api_key = 54
     valid_versions = (0, 1)

@@ -17,7 +17,6 @@ class EndTxnMarker(Message):
 
     __slots__ = ()
     _fields = ('coordinator_epoch', 'unknown_tagged_fields')
-    name = 'EndTxnMarker'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class EndTxnRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'producer_id', 'producer_epoch', 'committed', 'unknown_tagged_fields')
-    name = 'EndTxnRequest'
     spec_type = 'request'
     api_key = 26
     valid_versions = (0, 5)

@@ -19,7 +19,6 @@ class EndTxnResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
-    name = 'EndTxnResponse'
     spec_type = 'response'
     api_key = 26
     valid_versions = (0, 5)

@@ -16,7 +16,6 @@ class EnvelopeRequest(Message):
 
     __slots__ = ()
     _fields = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields')
-    name = 'EnvelopeRequest'
     spec_type = 'request'
     api_key = 58
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class EnvelopeResponse(Message):
 
     __slots__ = ()
     _fields = ('response_data', 'error_code', 'unknown_tagged_fields')
-    name = 'EnvelopeResponse'
     spec_type = 'response'
     api_key = 58
     valid_versions = (0, 0)

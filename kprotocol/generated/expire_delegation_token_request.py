@@ -17,7 +17,6 @@ class ExpireDelegationTokenRequest(Message):
 
     __slots__ = ()
     _fields = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields')
-    name = 'ExpireDelegationTokenRequest'
     spec_type = 'request'
     api_key = 40
     valid_versions = (0, 2)

@@ -17,7 +17,6 @@ class ExpireDelegationTokenResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
-    name = 'ExpireDelegationTokenResponse'
     spec_type = 'response'
     api_key = 40
     valid_versions = (0, 2)

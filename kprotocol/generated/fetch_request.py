@@ -147,7 +147,6 @@ class FetchRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields')
-    name = 'FetchRequest'
     spec_type = 'request'
     api_key = 1
     valid_versions = (0, 18)

@@ -220,7 +220,6 @@ class FetchResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'FetchResponse'
     spec_type = 'response'
     api_key = 1
     valid_versions = (0, 18)

@@ -98,7 +98,6 @@ class FetchSnapshotRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields')
-    name = 'FetchSnapshotRequest'
     spec_type = 'request'
     api_key = 59
     valid_versions = (0, 1)

@@ -154,7 +154,6 @@ class FetchSnapshotResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'FetchSnapshotResponse'
     spec_type = 'response'
     api_key = 59
     valid_versions = (0, 1)

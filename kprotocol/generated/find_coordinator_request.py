@@ -17,7 +17,6 @@ class FindCoordinatorRequest(Message):
 
     __slots__ = ()
     _fields = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields')
-    name = 'FindCoordinatorRequest'
     spec_type = 'request'
     api_key = 10
     valid_versions = (0, 6)

@@ -52,7 +52,6 @@ class FindCoordinatorResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators', 'unknown_tagged_fields')
-    name = 'FindCoordinatorResponse'
     spec_type = 'response'
     api_key = 10
     valid_versions = (0, 6)

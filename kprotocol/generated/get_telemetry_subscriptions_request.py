@@ -17,7 +17,6 @@ class GetTelemetrySubscriptionsRequest(Message):
 
     __slots__ = ()
     _fields = ('client_instance_id', 'unknown_tagged_fields')
-    name = 'GetTelemetrySubscriptionsRequest'
     spec_type = 'request'
     api_key = 71
     valid_versions = (0, 0)

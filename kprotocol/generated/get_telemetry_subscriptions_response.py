@@ -19,7 +19,6 @@ class GetTelemetrySubscriptionsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields')
-    name = 'GetTelemetrySubscriptionsResponse'
     spec_type = 'response'
     api_key = 71
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class GroupMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group', 'unknown_tagged_fields')
-    name = 'GroupMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 2
     valid_versions = (0, 0)

@@ -56,7 +56,6 @@ class GroupMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members', 'unknown_tagged_fields')
-    name = 'GroupMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 2
     valid_versions = (0, 4)

@@ -17,7 +17,6 @@ class HeartbeatRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'unknown_tagged_fields')
-    name = 'HeartbeatRequest'
     spec_type = 'request'
     api_key = 12
     valid_versions = (0, 4)

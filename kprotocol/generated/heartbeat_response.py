@@ -19,7 +19,6 @@ class HeartbeatResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
-    name = 'HeartbeatResponse'
     spec_type = 'response'
     api_key = 12
     valid_versions = (0, 4)

@@ -67,7 +67,6 @@ class IncrementalAlterConfigsRequest(Message):
 
     __slots__ = ()
     _fields = ('resources', 'validate_only', 'unknown_tagged_fields')
-    name = 'IncrementalAlterConfigsRequest'
     spec_type = 'request'
     api_key = 44
     valid_versions = (0, 1)

@@ -48,7 +48,6 @@ class IncrementalAlterConfigsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
-    name = 'IncrementalAlterConfigsResponse'
     spec_type = 'response'
     api_key = 44
     valid_versions = (0, 1)

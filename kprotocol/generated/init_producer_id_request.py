@@ -21,7 +21,6 @@ class InitProducerIdRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn', 'unknown_tagged_fields')
-    name = 'InitProducerIdRequest'
     spec_type = 'request'
     api_key = 22
     valid_versions = (0, 6)

@@ -19,7 +19,6 @@ class InitProducerIdResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch', 'unknown_tagged_fields')
-    name = 'InitProducerIdResponse'
     spec_type = 'response'
     api_key = 22
     valid_versions = (0, 6)

@@ -67,7 +67,6 @@ class InitializeShareGroupStateRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'InitializeShareGroupStateRequest'
     spec_type = 'request'
     api_key = 83
     valid_versions = (0, 0)

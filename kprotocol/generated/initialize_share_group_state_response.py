@@ -67,7 +67,6 @@ class InitializeShareGroupStateResponse(Message):
 
     __slots__ = ()
     _fields = ('results', 'unknown_tagged_fields')
-    name = 'InitializeShareGroupStateResponse'
     spec_type = 'response'
     api_key = 83
     valid_versions = (0, 0)

@@ -42,7 +42,6 @@ class JoinGroupRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason', 'unknown_tagged_fields')
-    name = 'JoinGroupRequest'
     spec_type = 'request'
     api_key = 11
     valid_versions = (0, 9)

@@ -46,7 +46,6 @@ class JoinGroupResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields')
-    name = 'JoinGroupResponse'
     spec_type = 'response'
     api_key = 11
     valid_versions = (0, 9)

@@ -17,7 +17,6 @@ class KRaftVersionRecord(Message):
 
     __slots__ = ()
     _fields = ('version', 'k_raft_version', 'unknown_tagged_fields')
-    name = 'KRaftVersionRecord'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -126,7 +126,6 @@ class LeaderAndIsrRequest(Message):
 
     __slots__ = ()
     _fields = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields')
-    name = 'LeaderAndIsrRequest'
     spec_type = 'request'
     api_key = 4
     valid_versions = (0, 7)

@@ -69,7 +69,6 @@ class LeaderAndIsrResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields')
-    name = 'LeaderAndIsrResponse'
     spec_type = 'response'
     api_key = 4
     valid_versions = (0, 7)

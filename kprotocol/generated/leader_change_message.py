@@ -44,7 +44,6 @@ class LeaderChangeMessage(Message):
 
     __slots__ = ()
     _fields = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields')
-    name = 'LeaderChangeMessage'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 1)

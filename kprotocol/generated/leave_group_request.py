@@ -41,7 +41,6 @@ class LeaveGroupRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'members', 'unknown_tagged_fields')
-    name = 'LeaveGroupRequest'
     spec_type = 'request'
     api_key = 13
     valid_versions = (0, 5)

@@ -44,7 +44,6 @@ class LeaveGroupResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields')
-    name = 'LeaveGroupResponse'
     spec_type = 'response'
     api_key = 13
     valid_versions = (0, 5)

@@ -17,7 +17,6 @@ class LegacyOffsetCommitKey(Message):
 
     __slots__ = ()
     _fields = ('group', 'topic', 'partition', 'unknown_tagged_fields')
-    name = 'LegacyOffsetCommitKey'
     spec_type = 'coordinator-key'
     api_key = 0
     valid_versions = (0, 0)

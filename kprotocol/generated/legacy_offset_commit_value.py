@@ -17,7 +17,6 @@ class LegacyOffsetCommitValue(Message):
 
     __slots__ = ()
     _fields = ('offset', 'metadata', 'commit_timestamp', 'unknown_tagged_fields')
-    name = 'LegacyOffsetCommitValue'
     spec_type = 'coordinator-value'
     api_key = 0
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ListConfigResourcesRequest(Message):
 
     __slots__ = ()
     _fields = ('resource_types', 'unknown_tagged_fields')
-    name = 'ListConfigResourcesRequest'
     spec_type = 'request'
     api_key = 74
     valid_versions = (0, 1)

@@ -42,7 +42,6 @@ class ListConfigResourcesResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'config_resources', 'unknown_tagged_fields')
-    name = 'ListConfigResourcesResponse'
     spec_type = 'response'
     api_key = 74
     valid_versions = (0, 1)

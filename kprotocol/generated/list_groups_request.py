@@ -16,7 +16,6 @@ class ListGroupsRequest(Message):
 
     __slots__ = ()
     _fields = ('states_filter', 'types_filter', 'unknown_tagged_fields')
-    name = 'ListGroupsRequest'
     spec_type = 'request'
     api_key = 16
     valid_versions = (0, 5)

@@ -46,7 +46,6 @@ class ListGroupsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields')
-    name = 'ListGroupsResponse'
     spec_type = 'response'
     api_key = 16
     valid_versions = (0, 5)

@@ -75,7 +75,6 @@ class ListOffsetsRequest(Message):
 
     __slots__ = ()
     _fields = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields')
-    name = 'ListOffsetsRequest'
     spec_type = 'request'
     api_key = 2
     valid_versions = (0, 11)

@@ -77,7 +77,6 @@ class ListOffsetsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'ListOffsetsResponse'
     spec_type = 'response'
     api_key = 2
     valid_versions = (0, 11)

@@ -40,7 +40,6 @@ class ListPartitionReassignmentsRequest(Message):
 
     __slots__ = ()
     _fields = ('timeout_ms', 'topics', 'unknown_tagged_fields')
-    name = 'ListPartitionReassignmentsRequest'
     spec_type = 'request'
     api_key = 46
     valid_versions = (0, 0)

@@ -69,7 +69,6 @@ class ListPartitionReassignmentsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields')
-    name = 'ListPartitionReassignmentsResponse'
     spec_type = 'response'
     api_key = 46
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class ListTransactionsRequest(Message):
 
     __slots__ = ()
     _fields = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern', 'unknown_tagged_fields')
-    name = 'ListTransactionsRequest'
     spec_type = 'request'
     api_key = 66
     valid_versions = (0, 2)

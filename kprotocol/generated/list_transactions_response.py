@@ -44,7 +44,6 @@ class ListTransactionsResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields')
-    name = 'ListTransactionsResponse'
     spec_type = 'response'
     api_key = 66
     valid_versions = (0, 2)

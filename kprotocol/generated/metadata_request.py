@@ -46,7 +46,6 @@ class MetadataRequest(Message):
 
     __slots__ = ()
     _fields = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields')
-    name = 'MetadataRequest'
     spec_type = 'request'
     api_key = 3
     valid_versions = (0, 13)

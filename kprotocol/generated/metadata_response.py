@@ -118,7 +118,6 @@ class MetadataResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code', 'unknown_tagged_fields')
-    name = 'MetadataResponse'
     spec_type = 'response'
     api_key = 3
     valid_versions = (0, 13)

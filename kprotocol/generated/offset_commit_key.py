@@ -17,7 +17,6 @@ class OffsetCommitKey(Message):
 
     __slots__ = ()
     _fields = ('group', 'topic', 'partition', 'unknown_tagged_fields')
-    name = 'OffsetCommitKey'
     spec_type = 'coordinator-key'
     api_key = 1
     valid_versions = (0, 0)

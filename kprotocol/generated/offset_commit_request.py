@@ -81,7 +81,6 @@ class OffsetCommitRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetCommitRequest'
     spec_type = 'request'
     api_key = 8
     valid_versions = (0, 10)

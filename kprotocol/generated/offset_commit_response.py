@@ -69,7 +69,6 @@ class OffsetCommitResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetCommitResponse'
     spec_type = 'response'
     api_key = 8
     valid_versions = (0, 10)

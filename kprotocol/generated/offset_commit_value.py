@@ -21,7 +21,6 @@ class OffsetCommitValue(Message):
 
     __slots__ = ()
     _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'unknown_tagged_fields')
-    name = 'OffsetCommitValue'
     spec_type = 'coordinator-value'
     api_key = 1
     valid_versions = (0, 4)

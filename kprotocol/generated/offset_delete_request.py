@@ -61,7 +61,6 @@ class OffsetDeleteRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetDeleteRequest'
     spec_type = 'request'
     api_key = 47
     valid_versions = (0, 0)

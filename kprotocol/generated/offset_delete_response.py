@@ -65,7 +65,6 @@ class OffsetDeleteResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetDeleteResponse'
     spec_type = 'response'
     api_key = 47
     valid_versions = (0, 0)

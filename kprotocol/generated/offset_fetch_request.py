@@ -96,7 +96,6 @@ class OffsetFetchRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields')
-    name = 'OffsetFetchRequest'
     spec_type = 'request'
     api_key = 9
     valid_versions = (0, 10)

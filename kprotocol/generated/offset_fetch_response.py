@@ -156,7 +156,6 @@ class OffsetFetchResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields')
-    name = 'OffsetFetchResponse'
     spec_type = 'response'
     api_key = 9
     valid_versions = (0, 10)

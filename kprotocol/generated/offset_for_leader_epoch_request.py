@@ -69,7 +69,6 @@ class OffsetForLeaderEpochRequest(Message):
 
     __slots__ = ()
     _fields = ('replica_id', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetForLeaderEpochRequest'
     spec_type = 'request'
     api_key = 23
     valid_versions = (0, 4)

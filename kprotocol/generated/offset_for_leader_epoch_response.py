@@ -71,7 +71,6 @@ class OffsetForLeaderEpochResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'OffsetForLeaderEpochResponse'
     spec_type = 'response'
     api_key = 23
     valid_versions = (0, 4)

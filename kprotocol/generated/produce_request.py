@@ -69,7 +69,6 @@ class ProduceRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields')
-    name = 'ProduceRequest'
     spec_type = 'request'
     api_key = 0
     valid_versions = (0, 13)

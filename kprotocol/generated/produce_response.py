@@ -160,7 +160,6 @@ class ProduceResponse(Message):
 
     __slots__ = ()
     _fields = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'ProduceResponse'
     spec_type = 'response'
     api_key = 0
     valid_versions = (0, 13)

@@ -17,7 +17,6 @@ class PushTelemetryRequest(Message):
 
     __slots__ = ()
     _fields = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics', 'unknown_tagged_fields')
-    name = 'PushTelemetryRequest'
     spec_type = 'request'
     api_key = 72
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class PushTelemetryResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
-    name = 'PushTelemetryResponse'
     spec_type = 'response'
     api_key = 72
     valid_versions = (0, 0)

@@ -65,7 +65,6 @@ class ReadShareGroupStateRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'ReadShareGroupStateRequest'
     spec_type = 'request'
     api_key = 84
     valid_versions = (0, 0)

@@ -104,7 +104,6 @@ class ReadShareGroupStateResponse(Message):
 
     __slots__ = ()
     _fields = ('results', 'unknown_tagged_fields')
-    name = 'ReadShareGroupStateResponse'
     spec_type = 'response'
     api_key = 84
     valid_versions = (0, 0)

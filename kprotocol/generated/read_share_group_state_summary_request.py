@@ -65,7 +65,6 @@ class ReadShareGroupStateSummaryRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'ReadShareGroupStateSummaryRequest'
     spec_type = 'request'
     api_key = 87
     valid_versions = (0, 1)

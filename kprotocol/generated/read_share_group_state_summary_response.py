@@ -79,7 +79,6 @@ class ReadShareGroupStateSummaryResponse(Message):
 
     __slots__ = ()
     _fields = ('results', 'unknown_tagged_fields')
-    name = 'ReadShareGroupStateSummaryResponse'
     spec_type = 'response'
     api_key = 87
     valid_versions = (0, 1)

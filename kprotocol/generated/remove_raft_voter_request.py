@@ -17,7 +17,6 @@ class RemoveRaftVoterRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields')
-    name = 'RemoveRaftVoterRequest'
     spec_type = 'request'
     api_key = 81
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class RenewDelegationTokenRequest(Message):
 
     __slots__ = ()
     _fields = ('hmac', 'renew_period_ms', 'unknown_tagged_fields')
-    name = 'RenewDelegationTokenRequest'
     spec_type = 'request'
     api_key = 39
     valid_versions = (0, 2)

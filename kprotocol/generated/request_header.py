@@ -17,7 +17,6 @@ class RequestHeader(Message):
 
     __slots__ = ()
     _fields = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields')
-    name = 'RequestHeader'
     spec_type = 'header'
     api_key = None
     valid_versions = (0, 2)

@@ -17,7 +17,6 @@ class ResponseHeader(Message):
 
     __slots__ = ()
     _fields = ('correlation_id', 'unknown_tagged_fields')
-    name = 'ResponseHeader'
     spec_type = 'header'
     api_key = None
     valid_versions = (0, 1)

@@ -16,7 +16,6 @@ class SaslAuthenticateRequest(Message):
 
     __slots__ = ()
     _fields = ('auth_bytes', 'unknown_tagged_fields')
-    name = 'SaslAuthenticateRequest'
     spec_type = 'request'
     api_key = 36
     valid_versions = (0, 2)

@@ -19,7 +19,6 @@ class SaslAuthenticateResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields')
-    name = 'SaslAuthenticateResponse'
     spec_type = 'response'
     api_key = 36
     valid_versions = (0, 2)

@@ -16,7 +16,6 @@ class SaslHandshakeRequest(Message):
 
     __slots__ = ()
     _fields = ('mechanism', 'unknown_tagged_fields')
-    name = 'SaslHandshakeRequest'
     spec_type = 'request'
     api_key = 17
     valid_versions = (0, 1)

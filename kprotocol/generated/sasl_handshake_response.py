@@ -17,7 +17,6 @@ class SaslHandshakeResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'mechanisms', 'unknown_tagged_fields')
-    name = 'SaslHandshakeResponse'
     spec_type = 'response'
     api_key = 17
     valid_versions = (0, 1)

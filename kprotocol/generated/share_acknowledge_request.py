@@ -94,7 +94,6 @@ class ShareAcknowledgeRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields')
-    name = 'ShareAcknowledgeRequest'
     spec_type = 'request'
     api_key = 79
     valid_versions = (0, 2)

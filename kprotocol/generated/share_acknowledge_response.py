@@ -123,7 +123,6 @@ class ShareAcknowledgeResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'ShareAcknowledgeResponse'
     spec_type = 'response'
     api_key = 79
     valid_versions = (0, 2)

@@ -125,7 +125,6 @@ class ShareFetchRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
-    name = 'ShareFetchRequest'
     spec_type = 'request'
     api_key = 78
     valid_versions = (0, 2)

@@ -160,7 +160,6 @@ class ShareFetchResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'ShareFetchResponse'
     spec_type = 'response'
     api_key = 78
     valid_versions = (0, 2)

@@ -16,7 +16,6 @@ class ShareGroupCurrentMemberAssignmentKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ShareGroupCurrentMemberAssignmentKey'
     spec_type = 'coordinator-key'
     api_key = 14
     valid_versions = (0, 0)

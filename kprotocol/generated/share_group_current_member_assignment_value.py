@@ -42,7 +42,6 @@ class ShareGroupCurrentMemberAssignmentValue(Message):
 
     __slots__ = ()
     _fields = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', 'unknown_tagged_fields')
-    name = 'ShareGroupCurrentMemberAssignmentValue'
     spec_type = 'coordinator-value'
     api_key = 14
     valid_versions = (0, 0)

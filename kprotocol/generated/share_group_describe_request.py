@@ -17,7 +17,6 @@ class ShareGroupDescribeRequest(Message):
 
     __slots__ = ()
     _fields = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
-    name = 'ShareGroupDescribeRequest'
     spec_type = 'request'
     api_key = 77
     valid_versions = (0, 1)

@@ -139,7 +139,6 @@ class ShareGroupDescribeResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
-    name = 'ShareGroupDescribeResponse'
     spec_type = 'response'
     api_key = 77
     valid_versions = (0, 1)

@@ -17,7 +17,6 @@ class ShareGroupHeartbeatRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields')
-    name = 'ShareGroupHeartbeatRequest'
     spec_type = 'request'
     api_key = 76
     valid_versions = (0, 1)

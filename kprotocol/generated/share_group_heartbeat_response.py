@@ -65,7 +65,6 @@ class ShareGroupHeartbeatResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
-    name = 'ShareGroupHeartbeatResponse'
     spec_type = 'response'
     api_key = 76
     valid_versions = (0, 1)

@@ -16,7 +16,6 @@ class ShareGroupMemberMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ShareGroupMemberMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 10
     valid_versions = (0, 0)

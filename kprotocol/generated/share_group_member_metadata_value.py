@@ -16,7 +16,6 @@ class ShareGroupMemberMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'unknown_tagged_fields')
-    name = 'ShareGroupMemberMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 10
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ShareGroupMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ShareGroupMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 11
     valid_versions = (0, 0)

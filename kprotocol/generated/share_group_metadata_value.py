@@ -17,7 +17,6 @@ class ShareGroupMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('epoch', 'metadata_hash', 'unknown_tagged_fields')
-    name = 'ShareGroupMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 11
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ShareGroupPartitionMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ShareGroupPartitionMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 9
     valid_versions = (0, 0)

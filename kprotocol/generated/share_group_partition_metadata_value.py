@@ -69,7 +69,6 @@ class ShareGroupPartitionMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'ShareGroupPartitionMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 9
     valid_versions = (0, 0)

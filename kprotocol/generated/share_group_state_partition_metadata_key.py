@@ -16,7 +16,6 @@ class ShareGroupStatePartitionMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ShareGroupStatePartitionMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 15
     valid_versions = (0, 0)

@@ -69,7 +69,6 @@ class ShareGroupStatePartitionMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('initializing_topics', 'initialized_topics', 'deleting_topics', 'unknown_tagged_fields')
-    name = 'ShareGroupStatePartitionMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 15
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ShareGroupTargetAssignmentMemberKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'ShareGroupTargetAssignmentMemberKey'
     spec_type = 'coordinator-key'
     api_key = 13
     valid_versions = (0, 0)

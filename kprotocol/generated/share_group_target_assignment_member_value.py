@@ -40,7 +40,6 @@ class ShareGroupTargetAssignmentMemberValue(Message):
 
     __slots__ = ()
     _fields = ('topic_partitions', 'unknown_tagged_fields')
-    name = 'ShareGroupTargetAssignmentMemberValue'
     spec_type = 'coordinator-value'
     api_key = 13
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class ShareGroupTargetAssignmentMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'ShareGroupTargetAssignmentMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 12
     valid_versions = (0, 0)

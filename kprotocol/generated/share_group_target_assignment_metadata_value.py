@@ -17,7 +17,6 @@ class ShareGroupTargetAssignmentMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('assignment_epoch', 'unknown_tagged_fields')
-    name = 'ShareGroupTargetAssignmentMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 12
     valid_versions = (0, 0)

@@ -46,7 +46,6 @@ class ShareSnapshotValue(Message):
 
     __slots__ = ()
     _fields = ('snapshot_epoch', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
-    name = 'ShareSnapshotValue'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -17,7 +17,6 @@ class ShareUpdateKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topic_id', 'partition', 'unknown_tagged_fields')
-    name = 'ShareUpdateKey'
     spec_type = 'data'
     api_key = None
     valid_versions = (1, 1)

@@ -17,7 +17,6 @@ class SnapshotFooterRecord(Message):
 
     __slots__ = ()
     _fields = ('version', 'unknown_tagged_fields')
-    name = 'SnapshotFooterRecord'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

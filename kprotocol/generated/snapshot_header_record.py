@@ -17,7 +17,6 @@ class SnapshotHeaderRecord(Message):
 
     __slots__ = ()
     _fields = ('version', 'last_contained_log_timestamp', 'unknown_tagged_fields')
-    name = 'SnapshotHeaderRecord'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -119,7 +119,6 @@ class StopReplicaRequest(Message):
 
     __slots__ = ()
     _fields = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields')
-    name = 'StopReplicaRequest'
     spec_type = 'request'
     api_key = 5
     valid_versions = (0, 4)

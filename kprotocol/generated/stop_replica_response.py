@@ -44,7 +44,6 @@ class StopReplicaResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'partition_errors', 'unknown_tagged_fields')
-    name = 'StopReplicaResponse'
     spec_type = 'response'
     api_key = 5
     valid_versions = (0, 4)

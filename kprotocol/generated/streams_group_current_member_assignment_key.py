@@ -16,7 +16,6 @@ class StreamsGroupCurrentMemberAssignmentKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupCurrentMemberAssignmentKey'
     spec_type = 'coordinator-key'
     api_key = 22
     valid_versions = (0, 0)

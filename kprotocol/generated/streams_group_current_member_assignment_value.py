@@ -40,7 +40,6 @@ class StreamsGroupCurrentMemberAssignmentValue(Message):
 
     __slots__ = ()
     _fields = ('member_epoch', 'previous_member_epoch', 'state', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'active_tasks_pending_revocation', 'standby_tasks_pending_revocation', 'warmup_tasks_pending_revocation', 'unknown_tagged_fields')
-    name = 'StreamsGroupCurrentMemberAssignmentValue'
     spec_type = 'coordinator-value'
     api_key = 22
     valid_versions = (0, 0)

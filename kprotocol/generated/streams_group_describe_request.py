@@ -17,7 +17,6 @@ class StreamsGroupDescribeRequest(Message):
 
     __slots__ = ()
     _fields = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
-    name = 'StreamsGroupDescribeRequest'
     spec_type = 'request'
     api_key = 89
     valid_versions = (0, 0)

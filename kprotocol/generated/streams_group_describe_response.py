@@ -313,7 +313,6 @@ class StreamsGroupDescribeResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
-    name = 'StreamsGroupDescribeResponse'
     spec_type = 'response'
     api_key = 89
     valid_versions = (0, 0)

@@ -229,7 +229,6 @@ class StreamsGroupHeartbeatRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'member_epoch', 'endpoint_information_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'topology', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'shutdown_application', 'unknown_tagged_fields')
-    name = 'StreamsGroupHeartbeatRequest'
     spec_type = 'request'
     api_key = 88
     valid_versions = (0, 0)

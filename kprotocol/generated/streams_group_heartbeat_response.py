@@ -142,7 +142,6 @@ class StreamsGroupHeartbeatResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag', 'task_offset_interval_ms', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'endpoint_information_epoch', 'partitions_by_user_endpoint', 'unknown_tagged_fields')
-    name = 'StreamsGroupHeartbeatResponse'
     spec_type = 'response'
     api_key = 88
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class StreamsGroupMemberMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupMemberMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 19
     valid_versions = (0, 0)

@@ -65,7 +65,6 @@ class StreamsGroupMemberMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'rebalance_timeout_ms', 'topology_epoch', 'process_id', 'user_endpoint', 'client_tags', 'unknown_tagged_fields')
-    name = 'StreamsGroupMemberMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 19
     valid_versions = (0, 0)

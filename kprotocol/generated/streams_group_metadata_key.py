@@ -16,7 +16,6 @@ class StreamsGroupMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 17
     valid_versions = (0, 0)

@@ -42,7 +42,6 @@ class StreamsGroupMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('epoch', 'metadata_hash', 'validated_topology_epoch', 'assignment_configs', 'unknown_tagged_fields')
-    name = 'StreamsGroupMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 17
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class StreamsGroupPartitionMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupPartitionMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 18
     valid_versions = (0, 0)

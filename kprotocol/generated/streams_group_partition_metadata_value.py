@@ -69,7 +69,6 @@ class StreamsGroupPartitionMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('topics', 'unknown_tagged_fields')
-    name = 'StreamsGroupPartitionMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 18
     valid_versions = (0, 0)

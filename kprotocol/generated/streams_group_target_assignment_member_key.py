@@ -16,7 +16,6 @@ class StreamsGroupTargetAssignmentMemberKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'member_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentMemberKey'
     spec_type = 'coordinator-key'
     api_key = 21
     valid_versions = (0, 0)

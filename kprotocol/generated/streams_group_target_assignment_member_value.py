@@ -39,7 +39,6 @@ class StreamsGroupTargetAssignmentMemberValue(Message):
 
     __slots__ = ()
     _fields = ('active_tasks', 'standby_tasks', 'warmup_tasks', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentMemberValue'
     spec_type = 'coordinator-value'
     api_key = 21
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class StreamsGroupTargetAssignmentMetadataKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentMetadataKey'
     spec_type = 'coordinator-key'
     api_key = 20
     valid_versions = (0, 0)

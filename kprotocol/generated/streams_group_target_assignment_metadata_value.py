@@ -17,7 +17,6 @@ class StreamsGroupTargetAssignmentMetadataValue(Message):
 
     __slots__ = ()
     _fields = ('assignment_epoch', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentMetadataValue'
     spec_type = 'coordinator-value'
     api_key = 20
     valid_versions = (0, 0)

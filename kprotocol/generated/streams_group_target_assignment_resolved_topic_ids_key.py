@@ -16,7 +16,6 @@ class StreamsGroupTargetAssignmentResolvedTopicIdsKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentResolvedTopicIdsKey'
     spec_type = 'coordinator-key'
     api_key = 24
     valid_versions = (0, 0)

@@ -42,7 +42,6 @@ class StreamsGroupTargetAssignmentResolvedTopicIdsValue(Message):
 
     __slots__ = ()
     _fields = ('assignment_epoch', 'resolved_topic_ids_by_subtopology', 'unknown_tagged_fields')
-    name = 'StreamsGroupTargetAssignmentResolvedTopicIdsValue'
     spec_type = 'coordinator-value'
     api_key = 24
     valid_versions = (0, 0)

@@ -16,7 +16,6 @@ class StreamsGroupTopologyKey(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'unknown_tagged_fields')
-    name = 'StreamsGroupTopologyKey'
     spec_type = 'coordinator-key'
     api_key = 23
     valid_versions = (0, 0)

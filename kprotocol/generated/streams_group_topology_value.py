@@ -127,7 +127,6 @@ class StreamsGroupTopologyValue(Message):
 
     __slots__ = ()
     _fields = ('epoch', 'subtopologies', 'unknown_tagged_fields')
-    name = 'StreamsGroupTopologyValue'
     spec_type = 'coordinator-value'
     api_key = 23
     valid_versions = (0, 0)

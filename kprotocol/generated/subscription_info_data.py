@@ -129,7 +129,6 @@ class SubscriptionInfoData(Message):
 
     __slots__ = ()
     _fields = ('version', 'latest_supported_version', 'process_id', 'prev_tasks', 'standby_tasks', 'user_end_point', 'task_offset_sums', 'unique_field', 'error_code', 'client_tags', 'unknown_tagged_fields')
-    name = 'SubscriptionInfoData'
     spec_type = 'data'
     api_key = None
     valid_versions = (1, 11)

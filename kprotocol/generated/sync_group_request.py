@@ -40,7 +40,6 @@ class SyncGroupRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments', 'unknown_tagged_fields')
-    name = 'SyncGroupRequest'
     spec_type = 'request'
     api_key = 14
     valid_versions = (0, 5)

@@ -19,7 +19,6 @@ class SyncGroupResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment', 'unknown_tagged_fields')
-    name = 'SyncGroupResponse'
     spec_type = 'response'
     api_key = 14
     valid_versions = (0, 5)

@@ -16,7 +16,6 @@ class TransactionLogKey(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'unknown_tagged_fields')
-    name = 'TransactionLogKey'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -46,7 +46,6 @@ class TransactionLogValue(Message):
 
     __slots__ = ()
     _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
-    name = 'TransactionLogValue'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 1)

@@ -73,7 +73,6 @@ class TxnOffsetCommitRequest(Message):
 
     __slots__ = ()
     _fields = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
-    name = 'TxnOffsetCommitRequest'
     spec_type = 'request'
     api_key = 28
     valid_versions = (0, 5)

@@ -65,7 +65,6 @@ class TxnOffsetCommitResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
-    name = 'TxnOffsetCommitResponse'
     spec_type = 'response'
     api_key = 28
     valid_versions = (0, 5)

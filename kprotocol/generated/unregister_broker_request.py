@@ -17,7 +17,6 @@ class UnregisterBrokerRequest(Message):
 
     __slots__ = ()
     _fields = ('broker_id', 'unknown_tagged_fields')
-    name = 'UnregisterBrokerRequest'
     spec_type = 'request'
     api_key = 64
     valid_versions = (0, 0)

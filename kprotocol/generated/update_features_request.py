@@ -48,7 +48,6 @@ class UpdateFeaturesRequest(Message):
 
     __slots__ = ()
     _fields = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields')
-    name = 'UpdateFeaturesRequest'
     spec_type = 'request'
     api_key = 57
     valid_versions = (0, 2)

@@ -44,7 +44,6 @@ class UpdateFeaturesResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
-    name = 'UpdateFeaturesResponse'
     spec_type = 'response'
     api_key = 57
     valid_versions = (0, 2)

@@ -149,7 +149,6 @@ class UpdateMetadataRequest(Message):
 
     __slots__ = ()
     _fields = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields')
-    name = 'UpdateMetadataRequest'
     spec_type = 'request'
     api_key = 6
     valid_versions = (0, 8)

@@ -17,7 +17,6 @@ class UpdateMetadataResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'unknown_tagged_fields')
-    name = 'UpdateMetadataResponse'
     spec_type = 'response'
     api_key = 6
     valid_versions = (0, 8)

@@ -69,7 +69,6 @@ class UpdateRaftVoterRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields')
-    name = 'UpdateRaftVoterRequest'
     spec_type = 'request'
     api_key = 82
     valid_versions = (0, 0)

@@ -48,7 +48,6 @@ class UpdateRaftVoterResponse(Message):
 
     __slots__ = ()
     _fields = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields')
-    name = 'UpdateRaftVoterResponse'
     spec_type = 'response'
     api_key = 82
     valid_versions = (0, 0)

@@ -81,7 +81,6 @@ class VoteRequest(Message):
 
     __slots__ = ()
     _fields = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields')
-    name = 'VoteRequest'
     spec_type = 'request'
     api_key = 52
     valid_versions = (0, 2)

@@ -100,7 +100,6 @@ class VoteResponse(Message):
 
     __slots__ = ()
     _fields = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
-    name = 'VoteResponse'
     spec_type = 'response'
     api_key = 52
     valid_versions = (0, 2)

@@ -98,7 +98,6 @@ class VotersRecord(Message):
 
     __slots__ = ()
     _fields = ('version', 'voters', 'unknown_tagged_fields')
-    name = 'VotersRecord'
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 0)

@@ -104,7 +104,6 @@ class WriteShareGroupStateRequest(Message):
 
     __slots__ = ()
     _fields = ('group_id', 'topics', 'unknown_tagged_fields')
-    name = 'WriteShareGroupStateRequest'
     spec_type = 'request'
     api_key = 85
     valid_versions = (0, 1)

@@ -67,7 +67,6 @@ class WriteShareGroupStateResponse(Message):
 
     __slots__ = ()
     _fields = ('results', 'unknown_tagged_fields')
-    name = 'WriteShareGroupStateResponse'
     spec_type = 'response'
     api_key = 85
     valid_versions = (0, 1)

@@ -75,7 +75,6 @@ class WriteTxnMarkersRequest(Message):
 
     __slots__ = ()
     _fields = ('markers', 'unknown_tagged_fields')
-    name = 'WriteTxnMarkersRequest'
     spec_type = 'request'
     api_key = 27
     valid_versions = (0, 2)

@@ -88,7 +88,6 @@ class WriteTxnMarkersResponse(Message):
 
     __slots__ = ()
     _fields = ('markers', 'unknown_tagged_fields')
-    name = 'WriteTxnMarkersResponse'
     spec_type = 'response'
     api_key = 27
     valid_versions = (0, 2)

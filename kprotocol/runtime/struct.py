@@ -99,7 +99,6 @@ class Message(Struct):
     """A top-level spec: request, response, header, data or coordinator record key/value."""
 
     __slots__ = ()
-    name: ClassVar[str]
     spec_type: ClassVar[str]
     api_key: ClassVar[int | None]
     valid_versions: ClassVar[tuple[int, int]]
@@ -111,7 +110,7 @@ class Message(Struct):
             return table[version]
         except (KeyError, TypeError):
             lo, hi = cls.valid_versions
-            raise UnsupportedVersionError(f"{cls.name} has no version {version!r} (valid: {lo}-{hi})") from None
+            raise UnsupportedVersionError(f"{cls.__name__} has no version {version!r} (valid: {lo}-{hi})") from None
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> Self:
@@ -121,9 +120,9 @@ class Message(Struct):
         try:
             msg, pos = fn(buf, 0)
         except DecodeError as exc:
-            raise exc.within(cls.name) from None
+            raise exc.within(cls.__name__) from None
         if pos != len(buf):
-            raise TrailingBytesError(f"{len(buf) - pos} bytes left after the message", pos, cls.name)
+            raise TrailingBytesError(f"{len(buf) - pos} bytes left after the message", pos, cls.__name__)
         return msg
 
     @classmethod
@@ -133,7 +132,7 @@ class Message(Struct):
         try:
             return fn(data, offset)
         except DecodeError as exc:
-            raise exc.within(cls.name) from None
+            raise exc.within(cls.__name__) from None
 
     def encode(self, version: int) -> bytes:
         out: list[bytes] = []
@@ -146,7 +145,7 @@ class Message(Struct):
         try:
             fn(self, write)
         except EncodeError as exc:
-            raise exc.within(self.name) from None
+            raise exc.within(type(self).__name__) from None
 
     def to_json(self, version: int) -> dict[str, Any]:
         from kprotocol.runtime.json_codec import struct_to_json
@@ -159,4 +158,4 @@ class Message(Struct):
         from kprotocol.runtime.json_codec import struct_from_json
 
         cls._codec(cls._decoders, version)
-        return struct_from_json(cls, doc, version, cls.name)
+        return struct_from_json(cls, doc, version, cls.__name__)

@@ -1,0 +1,1 @@
+"""Fuzzing helpers: hypothesis strategies for every message and malformed-input mutations."""
