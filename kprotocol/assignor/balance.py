@@ -1,0 +1,103 @@
+"""Load quotas and the balanced, sticky placement of tasks on processes.
+
+Loads are compared per thread (tasks / capacity). `even_quotas` gives every thread floor or ceil of its share,
+so per-process spread stays <= 1; `placements` keeps previous owners within quota, then preferred holders,
+then deals the rest round-robin in proportion to the remaining room, which spreads each subtopology.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def even_quotas(capacity: Sequence[int], n: int, previous: Sequence[int]) -> list[int]:
+    """Per-process task counts for `n` tasks: each thread gets n // threads, the n % threads extra tasks go
+    first to processes that previously held more than their base quota (so fewer tasks move)."""
+    threads = sum(capacity)
+    if threads == 0:
+        return [0] * len(capacity)
+    base, extra = divmod(n, threads)
+    quota = [c * base for c in capacity]
+    excess = sorted((-(previous[p] - quota[p]), p) for p in range(len(capacity)) if previous[p] > quota[p])
+    for neg_excess, p in excess:
+        if extra == 0:
+            break
+        give = min(capacity[p], -neg_excess, extra)
+        quota[p] += give
+        extra -= give
+    while extra:
+        for p in range(len(capacity)):
+            if extra and quota[p] - capacity[p] * base < capacity[p]:
+                quota[p] += 1
+                extra -= 1
+    return quota
+
+
+def fill_quotas(capacity: Sequence[int], base: Sequence[int], n: int, previous: Sequence[int]) -> list[int]:
+    """How many of `n` more tasks each process takes on top of `base` loads, water-filling the least loaded
+    thread first; ties favour processes that previously held more of these tasks."""
+    added = [0] * len(capacity)
+    left = list(previous)
+    heap = [((base[p] + 1) / capacity[p], 0 if left[p] > 0 else 1, p) for p in range(len(capacity))]
+    heapq.heapify(heap)
+    for _ in range(n):
+        _, _, p = heapq.heappop(heap)
+        added[p] += 1
+        left[p] -= 1
+        heapq.heappush(heap, ((base[p] + added[p] + 1) / capacity[p], 0 if left[p] > 0 else 1, p))
+    return added
+
+
+def deal(count: int, room: Sequence[int]) -> list[int]:
+    """`count` processes in an interleaved order in which each process appears evenly spread, at most room[p]
+    times: consecutive tasks of one subtopology land on different processes."""
+    procs = np.flatnonzero(np.asarray(room) > 0)
+    if count == 0 or procs.size == 0:
+        return []
+    sizes = np.asarray(room)[procs]
+    slot_proc = np.repeat(procs, sizes)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    rank = np.arange(slot_proc.size) - starts
+    key = (2 * rank + 1) / (2 * np.repeat(sizes, sizes))
+    order = np.lexsort((slot_proc, key))
+    return slot_proc[order][:count].tolist()
+
+
+def placements(tasks: Sequence[int], quota: list[int], capacity: Sequence[int], load: list[int],
+               keep: Callable[[int], int], preferred: Callable[[int], Sequence[tuple[int, int]]]) -> dict[int, int]:
+    """Place `tasks` within `quota` (load counts tasks already placed; it is updated).
+
+    1. `keep(t)`: the previous owner, kept while under quota (in the order of `tasks`);
+    2. `preferred(t)`: (rank, process) candidates, lowest rank then least loaded first;
+    3. the rest is dealt over the remaining room.
+    """
+    owner: dict[int, int] = {}
+    rest = []
+    for t in tasks:
+        p = keep(t)
+        if p >= 0 and load[p] < quota[p]:
+            owner[t] = p
+            load[p] += 1
+        else:
+            rest.append(t)
+    unplaced = []
+    for t in rest:
+        best = None
+        for rank, p in preferred(t):
+            if load[p] < quota[p]:
+                key = (rank, load[p] / capacity[p], p)
+                if best is None or key < best:
+                    best = key
+        if best is None:
+            unplaced.append(t)
+        else:
+            owner[t] = best[2]
+            load[best[2]] += 1
+    room = [max(0, q - l) for q, l in zip(quota, load)]
+    for t, p in zip(unplaced, deal(len(unplaced), room)):
+        owner[t] = p
+        load[p] += 1
+    return owner

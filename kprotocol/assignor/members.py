@@ -1,0 +1,49 @@
+"""Spreading each process's tasks over its members (stream threads): balanced and sticky per member."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .api import AssignedTaskType, TaskAssignment, task_sort_key
+from .balance import even_quotas, fill_quotas, placements
+from .scenario import Member
+
+Roles = dict[str, dict[str, list[str]]]
+
+
+def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
+    """member id -> {"active", "standby", "warmup"} task lists (sorted)."""
+    by_process: dict[str, list[Member]] = {}
+    for m in members:
+        by_process.setdefault(m.process_id, []).append(m)
+    result: Roles = {m.member_id: {"active": [], "standby": [], "warmup": []} for m in members}
+    for client in assignment.assignment:
+        group = sorted(by_process.get(client.process_id, ()), key=lambda m: m.member_id)
+        if not group:
+            continue
+        actives = client.of_type(AssignedTaskType.ACTIVE)
+        others = [(t, "standby") for t in client.of_type(AssignedTaskType.STANDBY)]
+        others += [(t, "warmup") for t in client.of_type(AssignedTaskType.WARMUP)]
+        others.sort(key=lambda item: task_sort_key(item[0]))
+        ones = [1] * len(group)
+        prev_active = {t: i for i, m in enumerate(group) for t in m.active}
+        prev_any = {t: i for i, m in enumerate(group) for t in (*m.standby, *m.warmup)}
+        prev_any.update(prev_active)
+        previous = [sum(1 for t in actives if prev_active.get(t) == i) for i in range(len(group))]
+        owner = placements(range(len(actives)), even_quotas(ones, len(actives), previous), ones,
+                           [0] * len(group), keep=lambda i: prev_active.get(actives[i], -1), preferred=lambda i: ())
+        load = [0] * len(group)
+        for i, m in owner.items():
+            result[group[m].member_id]["active"].append(actives[i])
+            load[m] += 1
+        previous = [sum(1 for t, _ in others if prev_any.get(t) == i) for i in range(len(group))]
+        quota = fill_quotas(ones, load, len(others), previous)
+        owner = placements(range(len(others)), quota, ones, [0] * len(group),
+                           keep=lambda i: prev_any.get(others[i][0], -1), preferred=lambda i: ())
+        for i, m in owner.items():
+            task, role = others[i]
+            result[group[m].member_id][role].append(task)
+    for roles in result.values():
+        for tasks in roles.values():
+            tasks.sort(key=task_sort_key)
+    return result

@@ -1,0 +1,100 @@
+"""An index-based view of an `ApplicationState` that the built-in assignors work on.
+
+Tasks are numbered in `task_sort_key` order, processes in process-id order, so every tie broken by index is
+deterministic. Lags are kept sparse: a process only lists the stateful tasks it has state for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .api import ApplicationState, task_sort_key
+
+
+@dataclass(frozen=True)
+class Problem:
+    task_ids: list[str]
+    subtopology: list[int]               # per task, index into the distinct subtopologies
+    stateful: list[bool]
+    process_ids: list[str]
+    capacity: list[int]
+    rack: list[str | None]
+    tags: list[dict[str, str]]
+    prev_active: list[int]               # per task: previous active process or -1
+    prev_standby: list[list[int]]        # per task: processes that held it as standby / warm-up
+    state_lags: list[dict[int, int]]     # per task: process -> lag, for processes with local state
+    end_offset: list[int]                # per task: lag of a process without state
+    acceptable_lag: int
+    source_racks: list[tuple[frozenset[str], ...]]     # per task: replica racks of its known source partitions
+    changelog_racks: list[tuple[frozenset[str], ...]]  # same for its changelog partitions
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.task_ids)
+
+    @property
+    def num_processes(self) -> int:
+        return len(self.process_ids)
+
+    def lag(self, task: int, process: int) -> int:
+        return self.state_lags[task].get(process, self.end_offset[task])
+
+    def caught_up(self, task: int, process: int) -> bool:
+        return self.lag(task, process) <= self.acceptable_lag
+
+    def everyone_caught_up(self, task: int) -> bool:
+        return self.end_offset[task] <= self.acceptable_lag
+
+    def has_rack_information(self) -> bool:
+        return any(r is not None for r in self.rack) and (any(self.source_racks) or any(self.changelog_racks))
+
+
+def build_problem(state: ApplicationState) -> Problem:
+    task_ids = sorted(state.all_tasks, key=task_sort_key)
+    index = {t: i for i, t in enumerate(task_ids)}
+    subs: dict[str, int] = {}
+    subtopology = [subs.setdefault(state.all_tasks[t].subtopology, len(subs)) for t in task_ids]
+    stateful = [state.all_tasks[t].is_stateful for t in task_ids]
+    process_ids = sorted(state.kafka_streams_states)
+    clients = [state.kafka_streams_states[p] for p in process_ids]
+    prev_active = [-1] * len(task_ids)
+    prev_standby: list[list[int]] = [[] for _ in task_ids]
+    state_lags: list[dict[int, int]] = [{} for _ in task_ids]
+    end_offsets = clients[0].end_offsets if clients else {}
+    for p, client in enumerate(clients):
+        for t in client.previous_active_tasks:
+            i = index.get(t)
+            if i is not None and prev_active[i] < 0:
+                prev_active[i] = p
+        for t in client.previous_standby_tasks:
+            i = index.get(t)
+            if i is not None:
+                prev_standby[i].append(p)
+        for t, lag in client.task_lags.items():
+            i = index.get(t)
+            if i is not None and stateful[i]:
+                state_lags[i][p] = lag
+    for i, t in enumerate(task_ids):
+        if stateful[i] and prev_active[i] >= 0:
+            state_lags[i][prev_active[i]] = 0
+    return Problem(
+        task_ids=task_ids,
+        subtopology=subtopology,
+        stateful=stateful,
+        process_ids=process_ids,
+        capacity=[c.num_processing_threads for c in clients],
+        rack=[c.rack_id for c in clients],
+        tags=[dict(c.client_tags) for c in clients],
+        prev_active=prev_active,
+        prev_standby=prev_standby,
+        state_lags=state_lags,
+        end_offset=[end_offsets.get(t, 0) if stateful[i] else 0 for i, t in enumerate(task_ids)],
+        acceptable_lag=state.assignment_configs.acceptable_recovery_lag,
+        source_racks=[_racks(state, t, changelog=False) for t in task_ids],
+        changelog_racks=[_racks(state, t, changelog=True) for t in task_ids],
+    )
+
+
+def _racks(state: ApplicationState, task_id: str, changelog: bool) -> tuple[frozenset[str], ...]:
+    return tuple(tp.rack_ids for tp in state.all_tasks[task_id].topic_partitions
+                 if tp.is_changelog == changelog and tp.rack_ids)

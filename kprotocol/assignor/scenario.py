@@ -1,0 +1,196 @@
+"""The neutral scenario JSON (see the shared assignor README) in and out: validation, lags, members."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from .api import (RACK_STRATEGIES, ApplicationState, AssignmentConfigs, KafkaStreamsState, TaskInfo,
+                  TaskTopicPartition)
+from .errors import ScenarioError
+
+ROLES = ("active", "standby", "warmup")
+
+
+@dataclass(frozen=True)
+class Member:
+    member_id: str
+    process_id: str
+    active: tuple[str, ...]
+    standby: tuple[str, ...]
+    warmup: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    assignor: str
+    state: ApplicationState
+    members: tuple[Member, ...]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ScenarioError(message)
+
+
+def _count(configs: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    value = configs.get(key, default)
+    if value is None:
+        return default
+    _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+             f"config {key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def parse_configs(raw: Any) -> AssignmentConfigs:
+    _require(isinstance(raw, dict), "configs must be an object")
+    strategy = raw.get("rack.aware.assignment.strategy") or "none"
+    _require(strategy in RACK_STRATEGIES, f"unknown rack.aware.assignment.strategy {strategy!r}")
+    tags = raw.get("rack.aware.assignment.tags") or []
+    _require(isinstance(tags, list) and all(isinstance(t, str) for t in tags),
+             "rack.aware.assignment.tags must be a list of strings")
+    return AssignmentConfigs(
+        acceptable_recovery_lag=_count(raw, "acceptable.recovery.lag", 10_000),
+        max_warmup_replicas=_count(raw, "max.warmup.replicas", 2),
+        num_standby_replicas=_count(raw, "num.standby.replicas", 0),
+        probing_rebalance_interval_ms=_count(raw, "probing.rebalance.interval.ms", 600_000),
+        rack_aware_assignment_tags=tuple(tags),
+        rack_aware_traffic_cost=_count(raw, "rack.aware.assignment.traffic_cost", None),
+        rack_aware_non_overlap_cost=_count(raw, "rack.aware.assignment.non_overlap_cost", None),
+        rack_aware_assignment_strategy=strategy,
+    )
+
+
+def _partition_racks(raw: Any) -> dict[str, list[frozenset[str] | None]]:
+    if raw is None:
+        return {}
+    _require(isinstance(raw, dict), "topic_partition_racks must be an object")
+    racks: dict[str, list[frozenset[str] | None]] = {}
+    for topic, per_partition in raw.items():
+        _require(isinstance(per_partition, list), f"topic_partition_racks[{topic!r}] must be a list")
+        racks[topic] = []
+        for replicas in per_partition:
+            _require(replicas is None or isinstance(replicas, list) and all(isinstance(r, str) for r in replicas),
+                     f"topic_partition_racks[{topic!r}] entries must be lists of rack ids")
+            racks[topic].append(frozenset(replicas) if replicas else None)
+    return racks
+
+
+def parse_tasks(raw: Any, racks: dict[str, list[frozenset[str] | None]]) -> dict[str, TaskInfo]:
+    _require(isinstance(raw, list), "subtopologies must be a list")
+    tasks: dict[str, TaskInfo] = {}
+    seen: set[str] = set()
+    for i, sub in enumerate(raw):
+        _require(isinstance(sub, dict), f"subtopologies[{i}] must be an object")
+        sid = sub.get("id")
+        _require(isinstance(sid, str) and sid != "", f"subtopologies[{i}] needs a non-empty string id")
+        _require(sid not in seen, f"duplicate subtopology id {sid!r}")
+        seen.add(sid)
+        count = sub.get("partitions")
+        _require(isinstance(count, int) and not isinstance(count, bool) and count >= 0,
+                 f"subtopology {sid!r}: partitions must be a non-negative integer, got {count!r}")
+        sources, changelogs = sub.get("source_topics") or [], sub.get("changelog_topics") or []
+        _require(all(isinstance(t, str) for t in [*sources, *changelogs]),
+                 f"subtopology {sid!r}: topic names must be strings")
+        stateful = sub.get("stateful", bool(changelogs))
+        _require(isinstance(stateful, bool), f"subtopology {sid!r}: stateful must be a boolean")
+        for p in range(count):
+            parts = tuple(
+                TaskTopicPartition(topic, p, is_changelog, racks[topic][p] if p < len(racks.get(topic, ())) else None)
+                for topics, is_changelog in ((sources, False), (changelogs, True)) for topic in topics)
+            task_id = f"{sid}_{p}"
+            _require(task_id not in tasks, f"task id {task_id!r} is defined twice")
+            tasks[task_id] = TaskInfo(task_id, stateful, parts)
+    return tasks
+
+
+def _task_list(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> tuple[str, ...]:
+    values = member.get(key) or []
+    _require(isinstance(values, list), f"member {member['member_id']!r}: {key} must be a list")
+    for t in values:
+        _require(t in tasks, f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
+    return tuple(values)
+
+
+def _offsets(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> dict[str, int]:
+    values = member.get(key) or {}
+    _require(isinstance(values, dict), f"member {member['member_id']!r}: {key} must be an object")
+    for t, offset in values.items():
+        _require(t in tasks, f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
+        _require(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0,
+                 f"member {member['member_id']!r}: {key}[{t!r}] must be a non-negative integer")
+    return values
+
+
+def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
+    _require(isinstance(raw, dict), "a scenario must be a JSON object")
+    assignor = raw.get("assignor", "highly_available")
+    _require(isinstance(assignor, str) and assignor != "", "assignor must be a non-empty string")
+    configs = parse_configs(raw.get("configs") or {})
+    tasks = parse_tasks(raw.get("subtopologies"), _partition_racks(raw.get("topic_partition_racks")))
+    raw_members = raw.get("members")
+    _require(isinstance(raw_members, list) and raw_members, "members must be a non-empty list")
+    members: list[Member] = []
+    member_of: dict[str, Member] = {}
+    by_process: dict[str, list[dict]] = {}
+    for i, m in enumerate(raw_members):
+        _require(isinstance(m, dict), f"members[{i}] must be an object")
+        mid, pid = m.get("member_id"), m.get("process_id")
+        _require(isinstance(mid, str) and mid != "", f"members[{i}] needs a non-empty string member_id")
+        _require(isinstance(pid, str) and pid != "", f"member {mid!r} needs a non-empty string process_id")
+        _require(mid not in member_of, f"duplicate member id {mid!r}")
+        member_of[mid] = Member(mid, pid, *(_task_list(m, role, tasks) for role in ROLES))
+        members.append(member_of[mid])
+        by_process.setdefault(pid, []).append(m)
+    offsets = {m["member_id"]: _offsets(m, "task_offsets", tasks) for m in raw_members}
+    ends = {m["member_id"]: _offsets(m, "task_end_offsets", tasks) for m in raw_members}
+    end_offset = _end_offsets(offsets, ends)
+    states = {}
+    for pid, raw_group in by_process.items():
+        group = [member_of[m["member_id"]] for m in raw_group]
+        states[pid] = _client_state(pid, raw_group, group, tasks, offsets, end_offset)
+    state = ApplicationState(MappingProxyType(tasks), MappingProxyType(states), configs, now_ms)
+    return Scenario(assignor, state, tuple(members))
+
+
+def _end_offsets(offsets: dict[str, dict[str, int]], ends: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Largest reported end offset per task, else largest reported offset (README rule)."""
+    end: dict[str, int] = {}
+    for per_member in offsets.values():
+        for t, o in per_member.items():
+            end[t] = max(end.get(t, 0), o)
+    reported: dict[str, int] = {}
+    for per_member in ends.values():
+        for t, o in per_member.items():
+            reported[t] = max(reported.get(t, 0), o)
+    end.update(reported)
+    return end
+
+
+def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: Mapping[str, TaskInfo],
+                  offsets: dict[str, dict[str, int]], end_offset: dict[str, int]) -> KafkaStreamsState:
+    rack = next((m.get("rack") for m in raw_group if m.get("rack") is not None), None)
+    _require(rack is None or isinstance(rack, str), f"process {pid!r}: rack must be a string or null")
+    tags: dict[str, str] = {}
+    for m in raw_group:
+        raw_tags = m.get("client_tags") or {}
+        _require(isinstance(raw_tags, dict), f"member {m['member_id']!r}: client_tags must be an object")
+        tags.update({k: v for k, v in raw_tags.items() if k not in tags})
+    active = frozenset(t for m in group for t in m.active)
+    standby = frozenset(t for m in group for t in (*m.standby, *m.warmup)) - active
+    lags: dict[str, int] = {}
+    for m in group:
+        for t, o in offsets[m.member_id].items():
+            if tasks[t].is_stateful:
+                lag = max(0, end_offset.get(t, 0) - o)
+                lags[t] = min(lags.get(t, lag), lag)
+    for t in active:
+        if tasks[t].is_stateful:
+            lags[t] = 0
+    return KafkaStreamsState(
+        process_id=pid, num_processing_threads=len(group), rack_id=rack, client_tags=MappingProxyType(tags),
+        previous_active_tasks=active, previous_standby_tasks=standby,
+        consumer_client_ids=tuple(sorted(m.member_id for m in group)),
+        task_lags=MappingProxyType(lags), end_offsets=end_offset)

@@ -1,0 +1,96 @@
+"""Standby placement: sticky, load-balanced, never on a process that already holds the task, and spread over
+client tag values (KIP-708) when `rack.aware.assignment.tags` are set."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from .balance import even_quotas
+from .problem import Problem
+
+
+def tag_score(problem: Problem, tag_keys: Sequence[str], candidate: int, holders: Sequence[int]) -> int:
+    """Number of tag keys on which `candidate` differs from every current holder of the task."""
+    tags = problem.tags[candidate]
+    return sum(1 for k in tag_keys if all(problem.tags[h].get(k) != tags.get(k) for h in holders))
+
+
+def assign_standbys(problem: Problem, active: list[int], replicas: int, load: list[int],
+                    tag_keys: Sequence[str] = (), by_lag: bool = False) -> list[list[int]]:
+    """Standby processes per task (empty for stateless ones); `load` (tasks per process) is updated.
+
+    Previous standby holders, then the previous active owner, keep the standby while their total load stays
+    within an even quota (`by_lag`: lowest lag first); other standbys go to the least loaded process.
+    """
+    n_proc = problem.num_processes
+    replicas = min(replicas, n_proc - 1)
+    standbys: list[list[int]] = [[] for _ in range(problem.num_tasks)]
+    if replicas <= 0:
+        return standbys
+    stateful = [t for t in range(problem.num_tasks) if problem.stateful[t]]
+    cap = problem.capacity
+    quota = even_quotas(cap, sum(load) + replicas * len(stateful), [0] * n_proc)
+    heap = [(load[p] / cap[p], p) for p in range(n_proc)]
+    heapq.heapify(heap)
+    use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
+
+    def take(t: int, p: int) -> None:
+        standbys[t].append(p)
+        load[p] += 1
+        heapq.heappush(heap, (load[p] / cap[p], p))
+
+    for t in stateful:
+        holders = [active[t]]
+        previous = [p for p in problem.prev_standby[t] if p != active[t]]
+        if problem.prev_active[t] >= 0 and problem.prev_active[t] != active[t]:
+            previous.append(problem.prev_active[t])
+        for _ in range(replicas):
+            if use_tags:
+                p = _best_by_tags(problem, tag_keys, t, holders, previous, load, quota, by_lag)
+            else:
+                p = _best_previous(problem, t, holders, previous, load, quota, by_lag)
+                if p < 0:
+                    p = _least_loaded(heap, load, cap, holders)
+            holders.append(p)
+            take(t, p)
+    return standbys
+
+
+def _best_previous(problem: Problem, t: int, holders: list[int], previous: list[int], load: list[int],
+                   quota: list[int], by_lag: bool) -> int:
+    best = None
+    for p in previous:
+        if p not in holders and load[p] < quota[p]:
+            key = (problem.lag(t, p) if by_lag else 0, load[p] / problem.capacity[p], p)
+            if best is None or key < best:
+                best = key
+    return -1 if best is None else best[2]
+
+
+def _least_loaded(heap: list[tuple[float, int]], load: list[int], cap: Sequence[int], holders: list[int]) -> int:
+    skipped = []
+    while True:
+        key, p = heapq.heappop(heap)
+        if key != load[p] / cap[p]:
+            continue  # stale entry
+        if p in holders:
+            skipped.append((key, p))
+            continue
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return p
+
+
+def _best_by_tags(problem: Problem, tag_keys: Sequence[str], t: int, holders: list[int], previous: list[int],
+                  load: list[int], quota: list[int], by_lag: bool) -> int:
+    best = None
+    for p in range(problem.num_processes):
+        if p in holders:
+            continue
+        sticky = p in previous and load[p] < quota[p]
+        key = (-tag_score(problem, tag_keys, p, holders), not sticky,
+               problem.lag(t, p) if by_lag and sticky else 0, load[p] / problem.capacity[p], p)
+        if best is None or key < best:
+            best = key
+    return best[-1]

@@ -1,0 +1,53 @@
+"""The sticky assignor with the broker's KIP-1071 semantics, at process granularity.
+
+Actives stay with their previous owner while it is within an even quota, then go to previous standby
+holders, then are dealt over the least loaded processes; standbys follow the same order of preference.
+Racks, when known, only steer tasks that move anyway (KIP-925 costs among them), so stickiness is untouched.
+"""
+
+from __future__ import annotations
+
+from .api import ApplicationState, TaskAssignment
+from .assembly import to_task_assignment
+from .balance import even_quotas, placements
+from .problem import Problem, build_problem
+from .rack_aware import DEFAULT_TRAFFIC_COST, optimize_actives, swap_standbys
+from .standby import assign_standbys
+
+
+class StickyTaskAssignor:
+    def assign(self, application_state: ApplicationState) -> TaskAssignment:
+        problem = build_problem(application_state)
+        configs = application_state.assignment_configs
+        active = sticky_actives(problem, configs.rack_aware_traffic_cost or DEFAULT_TRAFFIC_COST,
+                                configs.rack_aware_assignment_strategy == "balance_subtopology")
+        load = [0] * problem.num_processes
+        for p in active:
+            load[p] += 1
+        tags = configs.rack_aware_assignment_tags
+        standbys = assign_standbys(problem, active, configs.num_standby_replicas, load, tags)
+        if configs.rack_aware_assignment_strategy != "none" and problem.has_rack_information():
+            swap_standbys(problem, active, standbys, [-1] * problem.num_tasks, tags)
+        return to_task_assignment(problem, active, standbys)
+
+
+def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: bool) -> list[int]:
+    previous = [0] * problem.num_processes
+    for p in problem.prev_active:
+        if p >= 0:
+            previous[p] += 1
+    quota = even_quotas(problem.capacity, problem.num_tasks, previous)
+    owner = placements(range(problem.num_tasks), quota, problem.capacity, [0] * problem.num_processes,
+                       keep=problem.prev_active.__getitem__,
+                       preferred=lambda t: [(0, p) for p in problem.prev_standby[t]])
+    active = [owner[t] for t in range(problem.num_tasks)]
+    if problem.has_rack_information():
+        optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
+    return active
+
+
+def moved_anyway(problem: Problem, owner: list[int]) -> list[int]:
+    """Tasks placed on a process that had no state nor ownership of them: free to go elsewhere."""
+    return [t for t in range(problem.num_tasks)
+            if owner[t] != problem.prev_active[t] and owner[t] not in problem.prev_standby[t]
+            and owner[t] not in problem.state_lags[t]]
