@@ -6,7 +6,7 @@ JOBS   ?= 2
 
 .PHONY: demo test generate check-generated bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -8,6 +8,7 @@ from hypothesis import given, strategies as st
 import kprotocol
 from kprotocol.errors import DecodeError
 from kprotocol.fuzz.strategies import messages
+from kprotocol.runtime import pure
 
 SPEC_VERSIONS = [
     (name, version)
@@ -26,7 +27,9 @@ def test_round_trip(name: str) -> None:
     def check(case) -> None:
         version, msg = case
         data = msg.encode(version)
+        assert pure.encode(msg, version) == data
         assert cls.decode(data, version) == msg
+        assert pure.decode(cls, data, version) == msg
         doc = msg.to_json(version)  # JSON cannot carry unknown tagged fields; everything else survives
         assert cls.from_json(doc, version).to_json(version) == doc
 
@@ -47,10 +50,16 @@ def test_bytes_that_decode_reencode_exactly(name: str) -> None:
             if raw:
                 raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
         raw += data.draw(st.binary(max_size=2))
+        raw = bytes(raw)
         try:
-            decoded = cls.decode(bytes(raw), version)
-        except DecodeError:
+            expected = pure.decode(cls, raw, version)
+        except DecodeError as exc:
+            with pytest.raises(DecodeError) as info:
+                cls.decode(raw, version)
+            assert (type(info.value), info.value.offset) == (type(exc), exc.offset)
             return
-        assert decoded.encode(version) == bytes(raw)
+        decoded = cls.decode(raw, version)
+        assert decoded == expected
+        assert decoded.encode(version) == raw
 
     check()

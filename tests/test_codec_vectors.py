@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import kprotocol
+from kprotocol.runtime import accel, pure
 from conftest import SHARED, read_jsonl
 
 VECTOR_FILES = sorted(p for p in (SHARED / "vectors").glob("*.jsonl") if p.stem != "RecordBatches")
@@ -29,3 +30,13 @@ def test_vectors(path) -> None:
         rebuilt = cls.from_json(vec["json"], version)
         assert rebuilt.encode(version) == raw, f"{vec['name']} v{version} encode"
         assert decoded.encode(version) == raw
+        # The generated Python path must agree with the compiled fast path on every vector.
+        assert pure.decode(cls, raw, version) == decoded
+        assert pure.encode(rebuilt, version) == raw
+
+
+def test_compiled_fast_path_is_built() -> None:
+    """`pip install` compiles kprotocol/_speedups.c; CI must exercise it (KPROTOCOL_PURE_PYTHON opts out)."""
+    import os
+
+    assert accel.ENABLED or os.environ.get("KPROTOCOL_PURE_PYTHON")

@@ -132,3 +132,10 @@ AddOffsetsToTxnRequest._spec = (
 )
 AddOffsetsToTxnRequest._decoders = {0: _d_AddOffsetsToTxnRequest_0, 1: _d_AddOffsetsToTxnRequest_0, 2: _d_AddOffsetsToTxnRequest_0, 3: _d_AddOffsetsToTxnRequest_1, 4: _d_AddOffsetsToTxnRequest_1}
 AddOffsetsToTxnRequest._encoders = {0: _e_AddOffsetsToTxnRequest_0, 1: _e_AddOffsetsToTxnRequest_0, 2: _e_AddOffsetsToTxnRequest_0, 3: _e_AddOffsetsToTxnRequest_1, 4: _e_AddOffsetsToTxnRequest_1}
+
+install_plans(globals(), (
+    ('_d_AddOffsetsToTxnRequest_0', 'AddOffsetsToTxnRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddOffsetsToTxnRequest_1', 'AddOffsetsToTxnRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AddOffsetsToTxnRequest_0', 'AddOffsetsToTxnRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), )),
+    ('_e_AddOffsetsToTxnRequest_1', 'AddOffsetsToTxnRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -102,3 +102,10 @@ AddOffsetsToTxnResponse._spec = (
 )
 AddOffsetsToTxnResponse._decoders = {0: _d_AddOffsetsToTxnResponse_0, 1: _d_AddOffsetsToTxnResponse_0, 2: _d_AddOffsetsToTxnResponse_0, 3: _d_AddOffsetsToTxnResponse_1, 4: _d_AddOffsetsToTxnResponse_1}
 AddOffsetsToTxnResponse._encoders = {0: _e_AddOffsetsToTxnResponse_0, 1: _e_AddOffsetsToTxnResponse_0, 2: _e_AddOffsetsToTxnResponse_0, 3: _e_AddOffsetsToTxnResponse_1, 4: _e_AddOffsetsToTxnResponse_1}
+
+install_plans(globals(), (
+    ('_d_AddOffsetsToTxnResponse_0', 'AddOffsetsToTxnResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddOffsetsToTxnResponse_1', 'AddOffsetsToTxnResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AddOffsetsToTxnResponse_0', 'AddOffsetsToTxnResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_AddOffsetsToTxnResponse_1', 'AddOffsetsToTxnResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

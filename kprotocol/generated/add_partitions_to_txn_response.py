@@ -671,3 +671,31 @@ AddPartitionsToTxnResponse._spec = (
 )
 AddPartitionsToTxnResponse._decoders = {0: _d_AddPartitionsToTxnResponse_0, 1: _d_AddPartitionsToTxnResponse_0, 2: _d_AddPartitionsToTxnResponse_0, 3: _d_AddPartitionsToTxnResponse_1, 4: _d_AddPartitionsToTxnResponse_2, 5: _d_AddPartitionsToTxnResponse_2}
 AddPartitionsToTxnResponse._encoders = {0: _e_AddPartitionsToTxnResponse_0, 1: _e_AddPartitionsToTxnResponse_1, 2: _e_AddPartitionsToTxnResponse_2, 3: _e_AddPartitionsToTxnResponse_3, 4: _e_AddPartitionsToTxnResponse_4, 5: _e_AddPartitionsToTxnResponse_5}
+
+install_plans(globals(), (
+    ('_d_AddPartitionsToTxnPartitionResult_0', 'AddPartitionsToTxnPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddPartitionsToTxnPartitionResult_1', 'AddPartitionsToTxnPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnPartitionResult_0', 'AddPartitionsToTxnPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnPartitionResult_1', 'AddPartitionsToTxnPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AddPartitionsToTxnTopicResult_0', 'AddPartitionsToTxnTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AddPartitionsToTxnPartitionResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddPartitionsToTxnTopicResult_1', 'AddPartitionsToTxnTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AddPartitionsToTxnPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnTopicResult_0', 'AddPartitionsToTxnTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AddPartitionsToTxnPartitionResult_0', None), )),
+    ('_e_AddPartitionsToTxnTopicResult_1', 'AddPartitionsToTxnTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AddPartitionsToTxnPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AddPartitionsToTxnResult_0', 'AddPartitionsToTxnResult', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ()), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddPartitionsToTxnResult_1', 'AddPartitionsToTxnResult', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AddPartitionsToTxnResult_2', 'AddPartitionsToTxnResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AddPartitionsToTxnTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnResult_0', 'AddPartitionsToTxnResult', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_AddPartitionsToTxnResult_1', 'AddPartitionsToTxnResult', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_AddPartitionsToTxnResult_2', 'AddPartitionsToTxnResult', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_AddPartitionsToTxnResult_3', 'AddPartitionsToTxnResult', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnResult_4', 'AddPartitionsToTxnResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AddPartitionsToTxnTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AddPartitionsToTxnResponse_0', 'AddPartitionsToTxnResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_AddPartitionsToTxnTopicResult_0', None), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_AddPartitionsToTxnResponse_1', 'AddPartitionsToTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AddPartitionsToTxnTopicResult_1', None), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_AddPartitionsToTxnResponse_2', 'AddPartitionsToTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_AddPartitionsToTxnResult_2', None), (5, 3, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnResponse_0', 'AddPartitionsToTxnResponse', 5, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_AddPartitionsToTxnTopicResult_0', None), )),
+    ('_e_AddPartitionsToTxnResponse_1', 'AddPartitionsToTxnResponse', 5, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_AddPartitionsToTxnTopicResult_0', None), )),
+    ('_e_AddPartitionsToTxnResponse_2', 'AddPartitionsToTxnResponse', 5, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_AddPartitionsToTxnTopicResult_0', None), )),
+    ('_e_AddPartitionsToTxnResponse_3', 'AddPartitionsToTxnResponse', 5, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_AddPartitionsToTxnTopicResult_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnResponse_4', 'AddPartitionsToTxnResponse', 5, ((7, 3, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_AddPartitionsToTxnResult_4', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AddPartitionsToTxnResponse_5', 'AddPartitionsToTxnResponse', 5, ((7, 3, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_AddPartitionsToTxnResult_4', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -282,3 +282,12 @@ AddRaftVoterRequest._spec = (
 )
 AddRaftVoterRequest._decoders = {0: _d_AddRaftVoterRequest_0, 1: _d_AddRaftVoterRequest_1}
 AddRaftVoterRequest._encoders = {0: _e_AddRaftVoterRequest_0, 1: _e_AddRaftVoterRequest_1}
+
+install_plans(globals(), (
+    ('_d_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AddRaftVoterRequest_0', 'AddRaftVoterRequest', 7, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_Listener_0', None), (5, 5, 0, 0, 0, -1, None, True), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_AddRaftVoterRequest_1', 'AddRaftVoterRequest', 7, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_Listener_0', None), (0, 5, 0, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_AddRaftVoterRequest_0', 'AddRaftVoterRequest', 7, ((7, 5, 0, 0, 0, -1, None, True), (1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_Listener_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_AddRaftVoterRequest_1', 'AddRaftVoterRequest', 7, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_Listener_0', None), (0, 5, 0, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+))

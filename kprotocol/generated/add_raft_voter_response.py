@@ -90,3 +90,8 @@ AddRaftVoterResponse._spec = (
 )
 AddRaftVoterResponse._decoders = {0: _d_AddRaftVoterResponse_0, 1: _d_AddRaftVoterResponse_0}
 AddRaftVoterResponse._encoders = {0: _e_AddRaftVoterResponse_0, 1: _e_AddRaftVoterResponse_0}
+
+install_plans(globals(), (
+    ('_d_AddRaftVoterResponse_0', 'AddRaftVoterResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AddRaftVoterResponse_0', 'AddRaftVoterResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -83,3 +83,8 @@ AllocateProducerIdsRequest._spec = (
 )
 AllocateProducerIdsRequest._decoders = {0: _d_AllocateProducerIdsRequest_0}
 AllocateProducerIdsRequest._encoders = {0: _e_AllocateProducerIdsRequest_0}
+
+install_plans(globals(), (
+    ('_d_AllocateProducerIdsRequest_0', 'AllocateProducerIdsRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AllocateProducerIdsRequest_0', 'AllocateProducerIdsRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

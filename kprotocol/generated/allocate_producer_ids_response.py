@@ -89,3 +89,8 @@ AllocateProducerIdsResponse._spec = (
 )
 AllocateProducerIdsResponse._decoders = {0: _d_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._encoders = {0: _e_AllocateProducerIdsResponse_0}
+
+install_plans(globals(), (
+    ('_d_AllocateProducerIdsResponse_0', 'AllocateProducerIdsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AllocateProducerIdsResponse_0', 'AllocateProducerIdsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -507,3 +507,22 @@ AlterClientQuotasRequest._spec = (
 )
 AlterClientQuotasRequest._decoders = {0: _d_AlterClientQuotasRequest_0, 1: _d_AlterClientQuotasRequest_1}
 AlterClientQuotasRequest._encoders = {0: _e_AlterClientQuotasRequest_0, 1: _e_AlterClientQuotasRequest_1}
+
+install_plans(globals(), (
+    ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_OpData_0', 'OpData', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 7, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_OpData_1', 'OpData', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 7, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_OpData_0', 'OpData', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 7, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OpData_1', 'OpData', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 7, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_EntryData_0', 'EntryData', 3, ((3, 0, 11, 0, 0, -1, '_d_EntityData_0', None), (3, 1, 11, 0, 0, -1, '_d_OpData_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntryData_1', 'EntryData', 3, ((3, 0, 11, 1, 0, -1, '_d_EntityData_1', None), (3, 1, 11, 1, 0, -1, '_d_OpData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EntryData_0', 'EntryData', 3, ((3, 0, 11, 0, 0, -1, '_e_EntityData_0', None), (3, 1, 11, 0, 0, -1, '_e_OpData_0', None), )),
+    ('_e_EntryData_1', 'EntryData', 3, ((3, 0, 11, 1, 0, -1, '_e_EntityData_1', None), (3, 1, 11, 1, 0, -1, '_e_OpData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterClientQuotasRequest_0', 'AlterClientQuotasRequest', 3, ((3, 0, 11, 0, 0, -1, '_d_EntryData_0', None), (0, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterClientQuotasRequest_1', 'AlterClientQuotasRequest', 3, ((3, 0, 11, 1, 0, -1, '_d_EntryData_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterClientQuotasRequest_0', 'AlterClientQuotasRequest', 3, ((3, 0, 11, 0, 0, -1, '_e_EntryData_0', None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterClientQuotasRequest_1', 'AlterClientQuotasRequest', 3, ((3, 0, 11, 1, 0, -1, '_e_EntryData_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

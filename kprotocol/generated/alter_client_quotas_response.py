@@ -381,3 +381,18 @@ AlterClientQuotasResponse._spec = (
 )
 AlterClientQuotasResponse._decoders = {0: _d_AlterClientQuotasResponse_0, 1: _d_AlterClientQuotasResponse_1}
 AlterClientQuotasResponse._encoders = {0: _e_AlterClientQuotasResponse_0, 1: _e_AlterClientQuotasResponse_1}
+
+install_plans(globals(), (
+    ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_EntryData_0', 'EntryData', 4, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_EntityData_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntryData_1', 'EntryData', 4, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_EntityData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_EntryData_0', 'EntryData', 4, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_EntityData_0', None), )),
+    ('_e_EntryData_1', 'EntryData', 4, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_EntityData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterClientQuotasResponse_0', 'AlterClientQuotasResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_EntryData_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterClientQuotasResponse_1', 'AlterClientQuotasResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_EntryData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterClientQuotasResponse_0', 'AlterClientQuotasResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_EntryData_0', None), )),
+    ('_e_AlterClientQuotasResponse_1', 'AlterClientQuotasResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_EntryData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

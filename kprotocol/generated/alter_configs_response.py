@@ -270,3 +270,14 @@ AlterConfigsResponse._spec = (
 )
 AlterConfigsResponse._decoders = {0: _d_AlterConfigsResponse_0, 1: _d_AlterConfigsResponse_0, 2: _d_AlterConfigsResponse_1}
 AlterConfigsResponse._encoders = {0: _e_AlterConfigsResponse_0, 1: _e_AlterConfigsResponse_0, 2: _e_AlterConfigsResponse_1}
+
+install_plans(globals(), (
+    ('_d_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterConfigsResourceResponse_1', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResourceResponse_1', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterConfigsResponse_0', 'AlterConfigsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AlterConfigsResourceResponse_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterConfigsResponse_1', 'AlterConfigsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterConfigsResourceResponse_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResponse_0', 'AlterConfigsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AlterConfigsResourceResponse_0', None), )),
+    ('_e_AlterConfigsResponse_1', 'AlterConfigsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterConfigsResourceResponse_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

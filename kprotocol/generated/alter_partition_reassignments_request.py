@@ -343,3 +343,14 @@ AlterPartitionReassignmentsRequest._spec = (
 )
 AlterPartitionReassignmentsRequest._decoders = {0: _d_AlterPartitionReassignmentsRequest_0, 1: _d_AlterPartitionReassignmentsRequest_1}
 AlterPartitionReassignmentsRequest._encoders = {0: _e_AlterPartitionReassignmentsRequest_0, 1: _e_AlterPartitionReassignmentsRequest_1}
+
+install_plans(globals(), (
+    ('_d_ReassignablePartition_0', 'ReassignablePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReassignablePartition_0', 'ReassignablePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReassignableTopic_0', 'ReassignableTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ReassignablePartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReassignableTopic_0', 'ReassignableTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ReassignablePartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionReassignmentsRequest_0', 'AlterPartitionReassignmentsRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ReassignableTopic_0', None), (5, 1, 0, 0, 0, -1, None, True), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionReassignmentsRequest_1', 'AlterPartitionReassignmentsRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ReassignableTopic_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionReassignmentsRequest_0', 'AlterPartitionReassignmentsRequest', 4, ((7, 1, 0, 0, 0, -1, None, True), (0, 0, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ReassignableTopic_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionReassignmentsRequest_1', 'AlterPartitionReassignmentsRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ReassignableTopic_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

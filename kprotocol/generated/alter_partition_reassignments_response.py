@@ -349,3 +349,14 @@ AlterPartitionReassignmentsResponse._spec = (
 )
 AlterPartitionReassignmentsResponse._decoders = {0: _d_AlterPartitionReassignmentsResponse_0, 1: _d_AlterPartitionReassignmentsResponse_1}
 AlterPartitionReassignmentsResponse._encoders = {0: _e_AlterPartitionReassignmentsResponse_0, 1: _e_AlterPartitionReassignmentsResponse_1}
+
+install_plans(globals(), (
+    ('_d_ReassignablePartitionResponse_0', 'ReassignablePartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ReassignablePartitionResponse_0', 'ReassignablePartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ReassignableTopicResponse_0', 'ReassignableTopicResponse', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ReassignablePartitionResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReassignableTopicResponse_0', 'ReassignableTopicResponse', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ReassignablePartitionResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionReassignmentsResponse_0', 'AlterPartitionReassignmentsResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ReassignableTopicResponse_0', None), (5, 1, 0, 0, 0, -1, None, True), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionReassignmentsResponse_1', 'AlterPartitionReassignmentsResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ReassignableTopicResponse_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionReassignmentsResponse_0', 'AlterPartitionReassignmentsResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ReassignableTopicResponse_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionReassignmentsResponse_1', 'AlterPartitionReassignmentsResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ReassignableTopicResponse_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -970,3 +970,35 @@ AlterPartitionRequest._spec = (
 )
 AlterPartitionRequest._decoders = {0: _d_AlterPartitionRequest_0, 1: _d_AlterPartitionRequest_1, 2: _d_AlterPartitionRequest_2, 3: _d_AlterPartitionRequest_3}
 AlterPartitionRequest._encoders = {0: _e_AlterPartitionRequest_0, 1: _e_AlterPartitionRequest_1, 2: _e_AlterPartitionRequest_2, 3: _e_AlterPartitionRequest_3}
+
+install_plans(globals(), (
+    ('_d_BrokerState_0', 'BrokerState', 3, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, -1), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_BrokerState_1', 'BrokerState', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerState_0', 'BrokerState', 3, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, -1), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerState_1', 'BrokerState', 3, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, -1), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerState_2', 'BrokerState', 3, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, -1), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerState_3', 'BrokerState', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_0', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, 0), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_1', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_2', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_BrokerState_1', None), (0, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 7, ((7, 3, 0, 0, 0, -1, None, ()), (7, 4, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 7, ((7, 3, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_2', 'PartitionData', 7, ((7, 3, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_3', 'PartitionData', 7, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_BrokerState_3', None), (0, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_1', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_2', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_1', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_3', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_2', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_1', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_2', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_3', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_3', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionRequest_0', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionRequest_1', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionRequest_2', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionRequest_3', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_3', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionRequest_0', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionRequest_1', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionRequest_2', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionRequest_3', 'AlterPartitionRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_3', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

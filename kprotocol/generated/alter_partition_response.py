@@ -607,3 +607,22 @@ AlterPartitionResponse._spec = (
 )
 AlterPartitionResponse._decoders = {0: _d_AlterPartitionResponse_0, 1: _d_AlterPartitionResponse_1, 2: _d_AlterPartitionResponse_2, 3: _d_AlterPartitionResponse_2}
 AlterPartitionResponse._encoders = {0: _e_AlterPartitionResponse_0, 1: _e_AlterPartitionResponse_1, 2: _e_AlterPartitionResponse_2, 3: _e_AlterPartitionResponse_2}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, 0), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_1', 'PartitionData', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_1', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_2', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionData_1', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_1', 'TopicData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_2', 'TopicData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionResponse_0', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionResponse_1', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterPartitionResponse_2', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionResponse_0', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionResponse_1', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterPartitionResponse_2', 'AlterPartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -372,3 +372,18 @@ AlterReplicaLogDirsRequest._spec = (
 )
 AlterReplicaLogDirsRequest._decoders = {0: _d_AlterReplicaLogDirsRequest_0, 1: _d_AlterReplicaLogDirsRequest_0, 2: _d_AlterReplicaLogDirsRequest_1}
 AlterReplicaLogDirsRequest._encoders = {0: _e_AlterReplicaLogDirsRequest_0, 1: _e_AlterReplicaLogDirsRequest_0, 2: _e_AlterReplicaLogDirsRequest_1}
+
+install_plans(globals(), (
+    ('_d_AlterReplicaLogDirTopic_0', 'AlterReplicaLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDirTopic_1', 'AlterReplicaLogDirTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirTopic_0', 'AlterReplicaLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirTopic_1', 'AlterReplicaLogDirTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterReplicaLogDir_0', 'AlterReplicaLogDir', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AlterReplicaLogDirTopic_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDir_1', 'AlterReplicaLogDir', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterReplicaLogDirTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDir_0', 'AlterReplicaLogDir', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AlterReplicaLogDirTopic_0', None), )),
+    ('_e_AlterReplicaLogDir_1', 'AlterReplicaLogDir', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterReplicaLogDirTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterReplicaLogDirsRequest_0', 'AlterReplicaLogDirsRequest', 2, ((3, 0, 11, 0, 0, -1, '_d_AlterReplicaLogDir_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDirsRequest_1', 'AlterReplicaLogDirsRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_AlterReplicaLogDir_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirsRequest_0', 'AlterReplicaLogDirsRequest', 2, ((3, 0, 11, 0, 0, -1, '_e_AlterReplicaLogDir_0', None), )),
+    ('_e_AlterReplicaLogDirsRequest_1', 'AlterReplicaLogDirsRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_AlterReplicaLogDir_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

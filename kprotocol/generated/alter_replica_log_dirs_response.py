@@ -362,3 +362,18 @@ AlterReplicaLogDirsResponse._spec = (
 )
 AlterReplicaLogDirsResponse._decoders = {0: _d_AlterReplicaLogDirsResponse_0, 1: _d_AlterReplicaLogDirsResponse_0, 2: _d_AlterReplicaLogDirsResponse_1}
 AlterReplicaLogDirsResponse._encoders = {0: _e_AlterReplicaLogDirsResponse_0, 1: _e_AlterReplicaLogDirsResponse_0, 2: _e_AlterReplicaLogDirsResponse_1}
+
+install_plans(globals(), (
+    ('_d_AlterReplicaLogDirPartitionResult_0', 'AlterReplicaLogDirPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDirPartitionResult_1', 'AlterReplicaLogDirPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirPartitionResult_0', 'AlterReplicaLogDirPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirPartitionResult_1', 'AlterReplicaLogDirPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterReplicaLogDirTopicResult_0', 'AlterReplicaLogDirTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AlterReplicaLogDirPartitionResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDirTopicResult_1', 'AlterReplicaLogDirTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterReplicaLogDirPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirTopicResult_0', 'AlterReplicaLogDirTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AlterReplicaLogDirPartitionResult_0', None), )),
+    ('_e_AlterReplicaLogDirTopicResult_1', 'AlterReplicaLogDirTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterReplicaLogDirPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterReplicaLogDirsResponse_0', 'AlterReplicaLogDirsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AlterReplicaLogDirTopicResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterReplicaLogDirsResponse_1', 'AlterReplicaLogDirsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterReplicaLogDirTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterReplicaLogDirsResponse_0', 'AlterReplicaLogDirsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AlterReplicaLogDirTopicResult_0', None), )),
+    ('_e_AlterReplicaLogDirsResponse_1', 'AlterReplicaLogDirsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterReplicaLogDirTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -263,3 +263,12 @@ AlterShareGroupOffsetsRequest._spec = (
 )
 AlterShareGroupOffsetsRequest._decoders = {0: _d_AlterShareGroupOffsetsRequest_0}
 AlterShareGroupOffsetsRequest._encoders = {0: _e_AlterShareGroupOffsetsRequest_0}
+
+install_plans(globals(), (
+    ('_d_AlterShareGroupOffsetsRequestPartition_0', 'AlterShareGroupOffsetsRequestPartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsRequestPartition_0', 'AlterShareGroupOffsetsRequestPartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterShareGroupOffsetsRequestTopic_0', 'AlterShareGroupOffsetsRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterShareGroupOffsetsRequestPartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsRequestTopic_0', 'AlterShareGroupOffsetsRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterShareGroupOffsetsRequestPartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterShareGroupOffsetsRequest_0', 'AlterShareGroupOffsetsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsRequest_0', 'AlterShareGroupOffsetsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

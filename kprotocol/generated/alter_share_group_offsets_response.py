@@ -290,3 +290,12 @@ AlterShareGroupOffsetsResponse._spec = (
 )
 AlterShareGroupOffsetsResponse._decoders = {0: _d_AlterShareGroupOffsetsResponse_0}
 AlterShareGroupOffsetsResponse._encoders = {0: _e_AlterShareGroupOffsetsResponse_0}
+
+install_plans(globals(), (
+    ('_d_AlterShareGroupOffsetsResponsePartition_0', 'AlterShareGroupOffsetsResponsePartition', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsResponsePartition_0', 'AlterShareGroupOffsetsResponsePartition', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterShareGroupOffsetsResponseTopic_0', 'AlterShareGroupOffsetsResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_AlterShareGroupOffsetsResponsePartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsResponseTopic_0', 'AlterShareGroupOffsetsResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_AlterShareGroupOffsetsResponsePartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterShareGroupOffsetsResponse_0', 'AlterShareGroupOffsetsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AlterShareGroupOffsetsResponseTopic_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterShareGroupOffsetsResponse_0', 'AlterShareGroupOffsetsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_AlterShareGroupOffsetsResponseTopic_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -291,3 +291,12 @@ AlterUserScramCredentialsRequest._spec = (
 )
 AlterUserScramCredentialsRequest._decoders = {0: _d_AlterUserScramCredentialsRequest_0}
 AlterUserScramCredentialsRequest._encoders = {0: _e_AlterUserScramCredentialsRequest_0}
+
+install_plans(globals(), (
+    ('_d_ScramCredentialDeletion_0', 'ScramCredentialDeletion', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ScramCredentialDeletion_0', 'ScramCredentialDeletion', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ScramCredentialUpsertion_0', 'ScramCredentialUpsertion', 6, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (2, 3, 10, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ScramCredentialUpsertion_0', 'ScramCredentialUpsertion', 6, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (2, 3, 10, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterUserScramCredentialsRequest_0', 'AlterUserScramCredentialsRequest', 3, ((3, 0, 11, 1, 0, -1, '_d_ScramCredentialDeletion_0', None), (3, 1, 11, 1, 0, -1, '_d_ScramCredentialUpsertion_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterUserScramCredentialsRequest_0', 'AlterUserScramCredentialsRequest', 3, ((3, 0, 11, 1, 0, -1, '_e_ScramCredentialDeletion_0', None), (3, 1, 11, 1, 0, -1, '_e_ScramCredentialUpsertion_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

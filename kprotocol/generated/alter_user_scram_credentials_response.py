@@ -187,3 +187,10 @@ AlterUserScramCredentialsResponse._spec = (
 )
 AlterUserScramCredentialsResponse._decoders = {0: _d_AlterUserScramCredentialsResponse_0}
 AlterUserScramCredentialsResponse._encoders = {0: _e_AlterUserScramCredentialsResponse_0}
+
+install_plans(globals(), (
+    ('_d_AlterUserScramCredentialsResult_0', 'AlterUserScramCredentialsResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterUserScramCredentialsResult_0', 'AlterUserScramCredentialsResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterUserScramCredentialsResponse_0', 'AlterUserScramCredentialsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterUserScramCredentialsResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterUserScramCredentialsResponse_0', 'AlterUserScramCredentialsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterUserScramCredentialsResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -99,3 +99,10 @@ ApiVersionsRequest._spec = (
 )
 ApiVersionsRequest._decoders = {0: _d_ApiVersionsRequest_0, 1: _d_ApiVersionsRequest_0, 2: _d_ApiVersionsRequest_0, 3: _d_ApiVersionsRequest_1, 4: _d_ApiVersionsRequest_1}
 ApiVersionsRequest._encoders = {0: _e_ApiVersionsRequest_0, 1: _e_ApiVersionsRequest_0, 2: _e_ApiVersionsRequest_0, 3: _e_ApiVersionsRequest_1, 4: _e_ApiVersionsRequest_1}
+
+install_plans(globals(), (
+    ('_d_ApiVersionsRequest_0', 'ApiVersionsRequest', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ApiVersionsRequest_1', 'ApiVersionsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ApiVersionsRequest_0', 'ApiVersionsRequest', 3, ()),
+    ('_e_ApiVersionsRequest_1', 'ApiVersionsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

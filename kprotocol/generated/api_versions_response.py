@@ -654,3 +654,28 @@ ApiVersionsResponse._spec = (
 )
 ApiVersionsResponse._decoders = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_2, 4: _d_ApiVersionsResponse_2}
 ApiVersionsResponse._encoders = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_1, 3: _e_ApiVersionsResponse_2, 4: _e_ApiVersionsResponse_2}
+
+install_plans(globals(), (
+    ('_d_ApiVersion_0', 'ApiVersion', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ApiVersion_1', 'ApiVersion', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ApiVersion_0', 'ApiVersion', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_ApiVersion_1', 'ApiVersion', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_SupportedFeatureKey_0', 'SupportedFeatureKey', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_SupportedFeatureKey_1', 'SupportedFeatureKey', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_SupportedFeatureKey_0', 'SupportedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_SupportedFeatureKey_1', 'SupportedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_SupportedFeatureKey_2', 'SupportedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_SupportedFeatureKey_3', 'SupportedFeatureKey', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_FinalizedFeatureKey_0', 'FinalizedFeatureKey', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_FinalizedFeatureKey_1', 'FinalizedFeatureKey', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_FinalizedFeatureKey_0', 'FinalizedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_FinalizedFeatureKey_1', 'FinalizedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_FinalizedFeatureKey_2', 'FinalizedFeatureKey', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_FinalizedFeatureKey_3', 'FinalizedFeatureKey', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ApiVersionsResponse_0', 'ApiVersionsResponse', 8, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_ApiVersion_0', None), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), (5, 6, 0, 0, 0, -1, None, False), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_ApiVersionsResponse_1', 'ApiVersionsResponse', 8, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_ApiVersion_0', None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), (5, 6, 0, 0, 0, -1, None, False), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_ApiVersionsResponse_2', 'ApiVersionsResponse', 8, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ApiVersion_1', None), (0, 2, 3, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), (5, 6, 0, 0, 0, -1, None, False), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_ApiVersionsResponse_0', 'ApiVersionsResponse', 8, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_ApiVersion_0', None), )),
+    ('_e_ApiVersionsResponse_1', 'ApiVersionsResponse', 8, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_ApiVersion_0', None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_ApiVersionsResponse_2', 'ApiVersionsResponse', 8, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ApiVersion_1', None), (0, 2, 3, 1, 0, -1, None, None), (7, 3, 0, 0, 0, -1, None, ()), (7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ()), (7, 6, 0, 0, 0, -1, None, False), (6, 7, 0, 0, 0, -1, None, None), )),
+))

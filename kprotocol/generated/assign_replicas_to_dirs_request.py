@@ -356,3 +356,14 @@ AssignReplicasToDirsRequest._spec = (
 )
 AssignReplicasToDirsRequest._decoders = {0: _d_AssignReplicasToDirsRequest_0}
 AssignReplicasToDirsRequest._encoders = {0: _e_AssignReplicasToDirsRequest_0}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DirectoryData_0', 'DirectoryData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DirectoryData_0', 'DirectoryData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AssignReplicasToDirsRequest_0', 'AssignReplicasToDirsRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_DirectoryData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AssignReplicasToDirsRequest_0', 'AssignReplicasToDirsRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_DirectoryData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

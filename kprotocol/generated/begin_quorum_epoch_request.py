@@ -505,3 +505,22 @@ BeginQuorumEpochRequest._spec = (
 )
 BeginQuorumEpochRequest._decoders = {0: _d_BeginQuorumEpochRequest_0, 1: _d_BeginQuorumEpochRequest_1}
 BeginQuorumEpochRequest._encoders = {0: _e_BeginQuorumEpochRequest_0, 1: _e_BeginQuorumEpochRequest_1}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_PartitionData_1', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_PartitionData_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_PartitionData_0', None), )),
+    ('_e_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderEndpoint_0', 'LeaderEndpoint', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaderEndpoint_1', 'LeaderEndpoint', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderEndpoint_0', 'LeaderEndpoint', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_LeaderEndpoint_1', 'LeaderEndpoint', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_BeginQuorumEpochRequest_0', 'BeginQuorumEpochRequest', 5, ((1, 0, 9, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TopicData_0', None), (5, 1, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_BeginQuorumEpochRequest_1', 'BeginQuorumEpochRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_1', None), (3, 3, 11, 1, 0, -1, '_d_LeaderEndpoint_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_BeginQuorumEpochRequest_0', 'BeginQuorumEpochRequest', 5, ((1, 0, 9, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TopicData_0', None), )),
+    ('_e_BeginQuorumEpochRequest_1', 'BeginQuorumEpochRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_1', None), (3, 3, 11, 1, 0, -1, '_e_LeaderEndpoint_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -511,3 +511,22 @@ BeginQuorumEpochResponse._spec = (
 )
 BeginQuorumEpochResponse._decoders = {0: _d_BeginQuorumEpochResponse_0, 1: _d_BeginQuorumEpochResponse_1}
 BeginQuorumEpochResponse._encoders = {0: _e_BeginQuorumEpochResponse_0, 1: _e_BeginQuorumEpochResponse_1}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_PartitionData_1', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_PartitionData_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_PartitionData_0', None), )),
+    ('_e_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_NodeEndpoint_0', 'NodeEndpoint', 4, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_NodeEndpoint_1', 'NodeEndpoint', 4, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_NodeEndpoint_0', 'NodeEndpoint', 4, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_NodeEndpoint_1', 'NodeEndpoint', 4, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_BeginQuorumEpochResponse_0', 'BeginQuorumEpochResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TopicData_0', None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_BeginQuorumEpochResponse_1', 'BeginQuorumEpochResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicData_1', None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_BeginQuorumEpochResponse_0', 'BeginQuorumEpochResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TopicData_0', None), )),
+    ('_e_BeginQuorumEpochResponse_1', 'BeginQuorumEpochResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopicData_1', None), (7, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+))

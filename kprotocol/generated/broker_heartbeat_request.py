@@ -283,3 +283,12 @@ BrokerHeartbeatRequest._spec = (
 )
 BrokerHeartbeatRequest._decoders = {0: _d_BrokerHeartbeatRequest_0, 1: _d_BrokerHeartbeatRequest_1, 2: _d_BrokerHeartbeatRequest_2}
 BrokerHeartbeatRequest._encoders = {0: _e_BrokerHeartbeatRequest_0, 1: _e_BrokerHeartbeatRequest_1, 2: _e_BrokerHeartbeatRequest_2}
+
+install_plans(globals(), (
+    ('_d_BrokerHeartbeatRequest_0', 'BrokerHeartbeatRequest', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), (5, 6, 0, 0, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_BrokerHeartbeatRequest_1', 'BrokerHeartbeatRequest', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (5, 6, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_BrokerHeartbeatRequest_2', 'BrokerHeartbeatRequest', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), (5, 6, 0, 0, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerHeartbeatRequest_0', 'BrokerHeartbeatRequest', 8, ((7, 5, 0, 0, 0, -1, None, ()), (7, 6, 0, 0, 0, -1, None, None), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerHeartbeatRequest_1', 'BrokerHeartbeatRequest', 8, ((7, 6, 0, 0, 0, -1, None, None), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (7, 5, 0, 0, 0, -1, None, ()), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerHeartbeatRequest_2', 'BrokerHeartbeatRequest', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (7, 5, 0, 0, 0, -1, None, ()), (7, 6, 0, 0, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+))

@@ -95,3 +95,8 @@ BrokerHeartbeatResponse._spec = (
 )
 BrokerHeartbeatResponse._decoders = {0: _d_BrokerHeartbeatResponse_0, 1: _d_BrokerHeartbeatResponse_0, 2: _d_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._encoders = {0: _e_BrokerHeartbeatResponse_0, 1: _e_BrokerHeartbeatResponse_0, 2: _e_BrokerHeartbeatResponse_0}
+
+install_plans(globals(), (
+    ('_d_BrokerHeartbeatResponse_0', 'BrokerHeartbeatResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerHeartbeatResponse_0', 'BrokerHeartbeatResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -86,3 +86,8 @@ BrokerRegistrationResponse._spec = (
 )
 BrokerRegistrationResponse._decoders = {0: _d_BrokerRegistrationResponse_0, 1: _d_BrokerRegistrationResponse_0, 2: _d_BrokerRegistrationResponse_0, 3: _d_BrokerRegistrationResponse_0, 4: _d_BrokerRegistrationResponse_0}
 BrokerRegistrationResponse._encoders = {0: _e_BrokerRegistrationResponse_0, 1: _e_BrokerRegistrationResponse_0, 2: _e_BrokerRegistrationResponse_0, 3: _e_BrokerRegistrationResponse_0, 4: _e_BrokerRegistrationResponse_0}
+
+install_plans(globals(), (
+    ('_d_BrokerRegistrationResponse_0', 'BrokerRegistrationResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_BrokerRegistrationResponse_0', 'BrokerRegistrationResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -68,3 +68,8 @@ ConsumerGroupCurrentMemberAssignmentKey._spec = (
 )
 ConsumerGroupCurrentMemberAssignmentKey._decoders = {0: _d_ConsumerGroupCurrentMemberAssignmentKey_0}
 ConsumerGroupCurrentMemberAssignmentKey._encoders = {0: _e_ConsumerGroupCurrentMemberAssignmentKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupCurrentMemberAssignmentKey_0', 'ConsumerGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupCurrentMemberAssignmentKey_0', 'ConsumerGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

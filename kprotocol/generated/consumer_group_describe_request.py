@@ -103,3 +103,8 @@ ConsumerGroupDescribeRequest._spec = (
 )
 ConsumerGroupDescribeRequest._decoders = {0: _d_ConsumerGroupDescribeRequest_0, 1: _d_ConsumerGroupDescribeRequest_0}
 ConsumerGroupDescribeRequest._encoders = {0: _e_ConsumerGroupDescribeRequest_0, 1: _e_ConsumerGroupDescribeRequest_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupDescribeRequest_0', 'ConsumerGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupDescribeRequest_0', 'ConsumerGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -374,3 +374,12 @@ ConsumerGroupHeartbeatRequest._spec = (
 )
 ConsumerGroupHeartbeatRequest._decoders = {0: _d_ConsumerGroupHeartbeatRequest_0, 1: _d_ConsumerGroupHeartbeatRequest_1}
 ConsumerGroupHeartbeatRequest._encoders = {0: _e_ConsumerGroupHeartbeatRequest_0, 1: _e_ConsumerGroupHeartbeatRequest_1}
+
+install_plans(globals(), (
+    ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ConsumerGroupHeartbeatRequest_0', 'ConsumerGroupHeartbeatRequest', 11, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 6, 9, 1, 1, -1, None, None), (1, 8, 9, 1, 1, -1, None, None), (3, 9, 11, 1, 1, -1, '_d_TopicPartitions_0', None), (5, 7, 0, 0, 0, -1, None, None), (6, 10, 0, 0, 0, -1, None, None), )),
+    ('_d_ConsumerGroupHeartbeatRequest_1', 'ConsumerGroupHeartbeatRequest', 11, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 6, 9, 1, 1, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (1, 8, 9, 1, 1, -1, None, None), (3, 9, 11, 1, 1, -1, '_d_TopicPartitions_0', None), (6, 10, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupHeartbeatRequest_0', 'ConsumerGroupHeartbeatRequest', 11, ((7, 7, 0, 0, 0, -1, None, None), (1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 6, 9, 1, 1, -1, None, None), (1, 8, 9, 1, 1, -1, None, None), (3, 9, 11, 1, 1, -1, '_e_TopicPartitions_0', None), (6, 10, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupHeartbeatRequest_1', 'ConsumerGroupHeartbeatRequest', 11, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 6, 9, 1, 1, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (1, 8, 9, 1, 1, -1, None, None), (3, 9, 11, 1, 1, -1, '_e_TopicPartitions_0', None), (6, 10, 0, 0, 0, -1, None, None), )),
+))

@@ -293,3 +293,12 @@ ConsumerGroupHeartbeatResponse._spec = (
 )
 ConsumerGroupHeartbeatResponse._decoders = {0: _d_ConsumerGroupHeartbeatResponse_0, 1: _d_ConsumerGroupHeartbeatResponse_0}
 ConsumerGroupHeartbeatResponse._encoders = {0: _e_ConsumerGroupHeartbeatResponse_0, 1: _e_ConsumerGroupHeartbeatResponse_0}
+
+install_plans(globals(), (
+    ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_Assignment_0', 'Assignment', 2, ((3, 0, 11, 1, 0, -1, '_d_TopicPartitions_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_Assignment_0', 'Assignment', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_ConsumerGroupHeartbeatResponse_0', 'ConsumerGroupHeartbeatResponse', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_d_Assignment_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupHeartbeatResponse_0', 'ConsumerGroupHeartbeatResponse', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_e_Assignment_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+))

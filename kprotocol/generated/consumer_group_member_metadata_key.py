@@ -68,3 +68,8 @@ ConsumerGroupMemberMetadataKey._spec = (
 )
 ConsumerGroupMemberMetadataKey._decoders = {0: _d_ConsumerGroupMemberMetadataKey_0}
 ConsumerGroupMemberMetadataKey._encoders = {0: _e_ConsumerGroupMemberMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupMemberMetadataKey_0', 'ConsumerGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupMemberMetadataKey_0', 'ConsumerGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

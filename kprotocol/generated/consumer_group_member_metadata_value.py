@@ -342,3 +342,12 @@ ConsumerGroupMemberMetadataValue._spec = (
 )
 ConsumerGroupMemberMetadataValue._decoders = {0: _d_ConsumerGroupMemberMetadataValue_0}
 ConsumerGroupMemberMetadataValue._encoders = {0: _e_ConsumerGroupMemberMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_ClassicProtocol_0', 'ClassicProtocol', 3, ((1, 0, 9, 1, 0, -1, None, None), (2, 1, 10, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ClassicProtocol_0', 'ClassicProtocol', 3, ((1, 0, 9, 1, 0, -1, None, None), (2, 1, 10, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ClassicMemberMetadata_0', 'ClassicMemberMetadata', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ClassicProtocol_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ClassicMemberMetadata_0', 'ClassicMemberMetadata', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ClassicProtocol_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ConsumerGroupMemberMetadataValue_0', 'ConsumerGroupMemberMetadataValue', 10, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (3, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (5, 8, 0, 0, 0, -1, None, _DEFAULT_ClassicMemberMetadata), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupMemberMetadataValue_0', 'ConsumerGroupMemberMetadataValue', 10, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (3, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (7, 8, 0, 0, 0, -1, None, _DEFAULT_ClassicMemberMetadata), (6, 9, 0, 0, 0, -1, None, None), )),
+))

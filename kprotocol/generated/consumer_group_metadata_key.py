@@ -59,3 +59,8 @@ ConsumerGroupMetadataKey._spec = (
 )
 ConsumerGroupMetadataKey._decoders = {0: _d_ConsumerGroupMetadataKey_0}
 ConsumerGroupMetadataKey._encoders = {0: _e_ConsumerGroupMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupMetadataKey_0', 'ConsumerGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupMetadataKey_0', 'ConsumerGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ ConsumerGroupPartitionMetadataKey._spec = (
 )
 ConsumerGroupPartitionMetadataKey._decoders = {0: _d_ConsumerGroupPartitionMetadataKey_0}
 ConsumerGroupPartitionMetadataKey._encoders = {0: _e_ConsumerGroupPartitionMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupPartitionMetadataKey_0', 'ConsumerGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupPartitionMetadataKey_0', 'ConsumerGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -68,3 +68,8 @@ ConsumerGroupRegularExpressionKey._spec = (
 )
 ConsumerGroupRegularExpressionKey._decoders = {0: _d_ConsumerGroupRegularExpressionKey_0}
 ConsumerGroupRegularExpressionKey._encoders = {0: _e_ConsumerGroupRegularExpressionKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupRegularExpressionKey_0', 'ConsumerGroupRegularExpressionKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupRegularExpressionKey_0', 'ConsumerGroupRegularExpressionKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

@@ -105,3 +105,8 @@ ConsumerGroupRegularExpressionValue._spec = (
 )
 ConsumerGroupRegularExpressionValue._decoders = {0: _d_ConsumerGroupRegularExpressionValue_0}
 ConsumerGroupRegularExpressionValue._encoders = {0: _e_ConsumerGroupRegularExpressionValue_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupRegularExpressionValue_0', 'ConsumerGroupRegularExpressionValue', 4, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ConsumerGroupRegularExpressionValue_0', 'ConsumerGroupRegularExpressionValue', 4, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

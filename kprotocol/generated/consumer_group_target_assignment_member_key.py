@@ -68,3 +68,8 @@ ConsumerGroupTargetAssignmentMemberKey._spec = (
 )
 ConsumerGroupTargetAssignmentMemberKey._decoders = {0: _d_ConsumerGroupTargetAssignmentMemberKey_0}
 ConsumerGroupTargetAssignmentMemberKey._encoders = {0: _e_ConsumerGroupTargetAssignmentMemberKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupTargetAssignmentMemberKey_0', 'ConsumerGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupTargetAssignmentMemberKey_0', 'ConsumerGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

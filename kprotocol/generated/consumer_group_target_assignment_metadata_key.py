@@ -59,3 +59,8 @@ ConsumerGroupTargetAssignmentMetadataKey._spec = (
 )
 ConsumerGroupTargetAssignmentMetadataKey._decoders = {0: _d_ConsumerGroupTargetAssignmentMetadataKey_0}
 ConsumerGroupTargetAssignmentMetadataKey._encoders = {0: _e_ConsumerGroupTargetAssignmentMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ConsumerGroupTargetAssignmentMetadataKey_0', 'ConsumerGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerGroupTargetAssignmentMetadataKey_0', 'ConsumerGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -351,3 +351,18 @@ ConsumerProtocolSubscription._spec = (
 )
 ConsumerProtocolSubscription._decoders = {0: _d_ConsumerProtocolSubscription_0, 1: _d_ConsumerProtocolSubscription_1, 2: _d_ConsumerProtocolSubscription_2, 3: _d_ConsumerProtocolSubscription_3}
 ConsumerProtocolSubscription._encoders = {0: _e_ConsumerProtocolSubscription_0, 1: _e_ConsumerProtocolSubscription_1, 2: _e_ConsumerProtocolSubscription_2, 3: _e_ConsumerProtocolSubscription_3}
+
+install_plans(globals(), (
+    ('_d_TopicPartition_0', 'TopicPartition', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ()), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TopicPartition_1', 'TopicPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_TopicPartition_0', 'TopicPartition', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_TopicPartition_1', 'TopicPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_d_ConsumerProtocolSubscription_0', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_ConsumerProtocolSubscription_1', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TopicPartition_1', None), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_ConsumerProtocolSubscription_2', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TopicPartition_1', None), (0, 3, 3, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_ConsumerProtocolSubscription_3', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TopicPartition_1', None), (0, 3, 3, 0, 0, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_e_ConsumerProtocolSubscription_0', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), )),
+    ('_e_ConsumerProtocolSubscription_1', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TopicPartition_1', None), )),
+    ('_e_ConsumerProtocolSubscription_2', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TopicPartition_1', None), (0, 3, 3, 0, 0, -1, None, None), )),
+    ('_e_ConsumerProtocolSubscription_3', 'ConsumerProtocolSubscription', 6, ((3, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TopicPartition_1', None), (0, 3, 3, 0, 0, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ ControlRecordTypeSchema._spec = (
 )
 ControlRecordTypeSchema._decoders = {0: _d_ControlRecordTypeSchema_0}
 ControlRecordTypeSchema._encoders = {0: _e_ControlRecordTypeSchema_0}
+
+install_plans(globals(), (
+    ('_d_ControlRecordTypeSchema_0', 'ControlRecordTypeSchema', 2, ((0, 0, 2, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ControlRecordTypeSchema_0', 'ControlRecordTypeSchema', 2, ((0, 0, 2, 0, 0, -1, None, None), )),
+))

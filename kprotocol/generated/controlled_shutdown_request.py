@@ -123,3 +123,12 @@ ControlledShutdownRequest._spec = (
 )
 ControlledShutdownRequest._decoders = {0: _d_ControlledShutdownRequest_0, 1: _d_ControlledShutdownRequest_0, 2: _d_ControlledShutdownRequest_1, 3: _d_ControlledShutdownRequest_2}
 ControlledShutdownRequest._encoders = {0: _e_ControlledShutdownRequest_0, 1: _e_ControlledShutdownRequest_0, 2: _e_ControlledShutdownRequest_1, 3: _e_ControlledShutdownRequest_2}
+
+install_plans(globals(), (
+    ('_d_ControlledShutdownRequest_0', 'ControlledShutdownRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ControlledShutdownRequest_1', 'ControlledShutdownRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ControlledShutdownRequest_2', 'ControlledShutdownRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ControlledShutdownRequest_0', 'ControlledShutdownRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), )),
+    ('_e_ControlledShutdownRequest_1', 'ControlledShutdownRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), )),
+    ('_e_ControlledShutdownRequest_2', 'ControlledShutdownRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

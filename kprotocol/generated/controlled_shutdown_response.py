@@ -244,3 +244,14 @@ ControlledShutdownResponse._spec = (
 )
 ControlledShutdownResponse._decoders = {0: _d_ControlledShutdownResponse_0, 1: _d_ControlledShutdownResponse_0, 2: _d_ControlledShutdownResponse_0, 3: _d_ControlledShutdownResponse_1}
 ControlledShutdownResponse._encoders = {0: _e_ControlledShutdownResponse_0, 1: _e_ControlledShutdownResponse_0, 2: _e_ControlledShutdownResponse_0, 3: _e_ControlledShutdownResponse_1}
+
+install_plans(globals(), (
+    ('_d_RemainingPartition_0', 'RemainingPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_RemainingPartition_1', 'RemainingPartition', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_RemainingPartition_0', 'RemainingPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_RemainingPartition_1', 'RemainingPartition', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ControlledShutdownResponse_0', 'ControlledShutdownResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_RemainingPartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ControlledShutdownResponse_1', 'ControlledShutdownResponse', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_RemainingPartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ControlledShutdownResponse_0', 'ControlledShutdownResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_RemainingPartition_0', None), )),
+    ('_e_ControlledShutdownResponse_1', 'ControlledShutdownResponse', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_RemainingPartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

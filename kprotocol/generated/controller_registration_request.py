@@ -303,3 +303,12 @@ ControllerRegistrationRequest._spec = (
 )
 ControllerRegistrationRequest._decoders = {0: _d_ControllerRegistrationRequest_0}
 ControllerRegistrationRequest._encoders = {0: _e_ControllerRegistrationRequest_0}
+
+install_plans(globals(), (
+    ('_d_Listener_0', 'Listener', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_Listener_0', 'Listener', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_Feature_0', 'Feature', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_Feature_0', 'Feature', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ControllerRegistrationRequest_0', 'ControllerRegistrationRequest', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_Listener_0', None), (3, 4, 11, 1, 0, -1, '_d_Feature_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ControllerRegistrationRequest_0', 'ControllerRegistrationRequest', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_Listener_0', None), (3, 4, 11, 1, 0, -1, '_e_Feature_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -240,3 +240,14 @@ CreateAclsResponse._spec = (
 )
 CreateAclsResponse._decoders = {0: _d_CreateAclsResponse_0, 1: _d_CreateAclsResponse_0, 2: _d_CreateAclsResponse_1, 3: _d_CreateAclsResponse_1}
 CreateAclsResponse._encoders = {0: _e_CreateAclsResponse_0, 1: _e_CreateAclsResponse_0, 2: _e_CreateAclsResponse_1, 3: _e_CreateAclsResponse_1}
+
+install_plans(globals(), (
+    ('_d_AclCreationResult_0', 'AclCreationResult', 3, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_AclCreationResult_1', 'AclCreationResult', 3, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AclCreationResult_0', 'AclCreationResult', 3, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_AclCreationResult_1', 'AclCreationResult', 3, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_CreateAclsResponse_0', 'CreateAclsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AclCreationResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreateAclsResponse_1', 'CreateAclsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AclCreationResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreateAclsResponse_0', 'CreateAclsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AclCreationResult_0', None), )),
+    ('_e_CreateAclsResponse_1', 'CreateAclsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AclCreationResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -352,3 +352,17 @@ CreateDelegationTokenRequest._spec = (
 )
 CreateDelegationTokenRequest._decoders = {0: _d_CreateDelegationTokenRequest_0, 1: _d_CreateDelegationTokenRequest_0, 2: _d_CreateDelegationTokenRequest_1, 3: _d_CreateDelegationTokenRequest_2}
 CreateDelegationTokenRequest._encoders = {0: _e_CreateDelegationTokenRequest_0, 1: _e_CreateDelegationTokenRequest_1, 2: _e_CreateDelegationTokenRequest_2, 3: _e_CreateDelegationTokenRequest_3}
+
+install_plans(globals(), (
+    ('_d_CreatableRenewers_0', 'CreatableRenewers', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatableRenewers_1', 'CreatableRenewers', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatableRenewers_0', 'CreatableRenewers', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_CreatableRenewers_1', 'CreatableRenewers', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_CreateDelegationTokenRequest_0', 'CreateDelegationTokenRequest', 5, ((3, 2, 11, 0, 0, -1, '_d_CreatableRenewers_0', None), (0, 3, 4, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreateDelegationTokenRequest_1', 'CreateDelegationTokenRequest', 5, ((3, 2, 11, 1, 0, -1, '_d_CreatableRenewers_1', None), (0, 3, 4, 1, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_CreateDelegationTokenRequest_2', 'CreateDelegationTokenRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_CreatableRenewers_1', None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_CreateDelegationTokenRequest_0', 'CreateDelegationTokenRequest', 5, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (3, 2, 11, 0, 0, -1, '_e_CreatableRenewers_0', None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_CreateDelegationTokenRequest_1', 'CreateDelegationTokenRequest', 5, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (3, 2, 11, 0, 0, -1, '_e_CreatableRenewers_0', None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_CreateDelegationTokenRequest_2', 'CreateDelegationTokenRequest', 5, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (3, 2, 11, 1, 0, -1, '_e_CreatableRenewers_1', None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_CreateDelegationTokenRequest_3', 'CreateDelegationTokenRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_CreatableRenewers_1', None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -391,3 +391,18 @@ CreatePartitionsRequest._spec = (
 )
 CreatePartitionsRequest._decoders = {0: _d_CreatePartitionsRequest_0, 1: _d_CreatePartitionsRequest_0, 2: _d_CreatePartitionsRequest_1, 3: _d_CreatePartitionsRequest_1}
 CreatePartitionsRequest._encoders = {0: _e_CreatePartitionsRequest_0, 1: _e_CreatePartitionsRequest_0, 2: _e_CreatePartitionsRequest_1, 3: _e_CreatePartitionsRequest_1}
+
+install_plans(globals(), (
+    ('_d_CreatePartitionsAssignment_0', 'CreatePartitionsAssignment', 2, ((3, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatePartitionsAssignment_1', 'CreatePartitionsAssignment', 2, ((3, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsAssignment_0', 'CreatePartitionsAssignment', 2, ((3, 0, 3, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsAssignment_1', 'CreatePartitionsAssignment', 2, ((3, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_CreatePartitionsTopic_0', 'CreatePartitionsTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 1, -1, '_d_CreatePartitionsAssignment_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatePartitionsTopic_1', 'CreatePartitionsTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 1, -1, '_d_CreatePartitionsAssignment_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsTopic_0', 'CreatePartitionsTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 1, -1, '_e_CreatePartitionsAssignment_0', None), )),
+    ('_e_CreatePartitionsTopic_1', 'CreatePartitionsTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 1, -1, '_e_CreatePartitionsAssignment_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_CreatePartitionsRequest_0', 'CreatePartitionsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_CreatePartitionsTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatePartitionsRequest_1', 'CreatePartitionsRequest', 4, ((3, 0, 11, 1, 0, -1, '_d_CreatePartitionsTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsRequest_0', 'CreatePartitionsRequest', 4, ((3, 0, 11, 0, 0, -1, '_e_CreatePartitionsTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsRequest_1', 'CreatePartitionsRequest', 4, ((3, 0, 11, 1, 0, -1, '_e_CreatePartitionsTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -255,3 +255,14 @@ CreatePartitionsResponse._spec = (
 )
 CreatePartitionsResponse._decoders = {0: _d_CreatePartitionsResponse_0, 1: _d_CreatePartitionsResponse_0, 2: _d_CreatePartitionsResponse_1, 3: _d_CreatePartitionsResponse_1}
 CreatePartitionsResponse._encoders = {0: _e_CreatePartitionsResponse_0, 1: _e_CreatePartitionsResponse_0, 2: _e_CreatePartitionsResponse_1, 3: _e_CreatePartitionsResponse_1}
+
+install_plans(globals(), (
+    ('_d_CreatePartitionsTopicResult_0', 'CreatePartitionsTopicResult', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatePartitionsTopicResult_1', 'CreatePartitionsTopicResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsTopicResult_0', 'CreatePartitionsTopicResult', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), )),
+    ('_e_CreatePartitionsTopicResult_1', 'CreatePartitionsTopicResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_CreatePartitionsResponse_0', 'CreatePartitionsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_CreatePartitionsTopicResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatePartitionsResponse_1', 'CreatePartitionsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_CreatePartitionsTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatePartitionsResponse_0', 'CreatePartitionsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_CreatePartitionsTopicResult_0', None), )),
+    ('_e_CreatePartitionsResponse_1', 'CreatePartitionsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_CreatePartitionsTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

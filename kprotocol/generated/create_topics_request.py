@@ -592,3 +592,24 @@ CreateTopicsRequest._spec = (
 )
 CreateTopicsRequest._decoders = {0: _d_CreateTopicsRequest_0, 1: _d_CreateTopicsRequest_1, 2: _d_CreateTopicsRequest_1, 3: _d_CreateTopicsRequest_1, 4: _d_CreateTopicsRequest_1, 5: _d_CreateTopicsRequest_2, 6: _d_CreateTopicsRequest_2, 7: _d_CreateTopicsRequest_2}
 CreateTopicsRequest._encoders = {0: _e_CreateTopicsRequest_0, 1: _e_CreateTopicsRequest_1, 2: _e_CreateTopicsRequest_1, 3: _e_CreateTopicsRequest_1, 4: _e_CreateTopicsRequest_1, 5: _e_CreateTopicsRequest_2, 6: _e_CreateTopicsRequest_2, 7: _e_CreateTopicsRequest_2}
+
+install_plans(globals(), (
+    ('_d_CreatableReplicaAssignment_0', 'CreatableReplicaAssignment', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatableReplicaAssignment_1', 'CreatableReplicaAssignment', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatableReplicaAssignment_0', 'CreatableReplicaAssignment', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_CreatableReplicaAssignment_1', 'CreatableReplicaAssignment', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_CreatableTopicConfig_0', 'CreatableTopicConfig', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatableTopicConfig_1', 'CreatableTopicConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatableTopicConfig_0', 'CreatableTopicConfig', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_CreatableTopicConfig_1', 'CreatableTopicConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_CreatableTopic_0', 'CreatableTopic', 6, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_CreatableReplicaAssignment_0', None), (3, 4, 11, 0, 0, -1, '_d_CreatableTopicConfig_0', None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreatableTopic_1', 'CreatableTopic', 6, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_CreatableReplicaAssignment_1', None), (3, 4, 11, 1, 0, -1, '_d_CreatableTopicConfig_1', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_CreatableTopic_0', 'CreatableTopic', 6, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_CreatableReplicaAssignment_0', None), (3, 4, 11, 0, 0, -1, '_e_CreatableTopicConfig_0', None), )),
+    ('_e_CreatableTopic_1', 'CreatableTopic', 6, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_CreatableReplicaAssignment_1', None), (3, 4, 11, 1, 0, -1, '_e_CreatableTopicConfig_1', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_CreateTopicsRequest_0', 'CreateTopicsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_CreatableTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, False), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreateTopicsRequest_1', 'CreateTopicsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_CreatableTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_CreateTopicsRequest_2', 'CreateTopicsRequest', 4, ((3, 0, 11, 1, 0, -1, '_d_CreatableTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CreateTopicsRequest_0', 'CreateTopicsRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (3, 0, 11, 0, 0, -1, '_e_CreatableTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_CreateTopicsRequest_1', 'CreateTopicsRequest', 4, ((3, 0, 11, 0, 0, -1, '_e_CreatableTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CreateTopicsRequest_2', 'CreateTopicsRequest', 4, ((3, 0, 11, 1, 0, -1, '_e_CreatableTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

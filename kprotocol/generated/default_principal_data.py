@@ -99,3 +99,8 @@ DefaultPrincipalData._spec = (
 )
 DefaultPrincipalData._decoders = {0: _d_DefaultPrincipalData_0}
 DefaultPrincipalData._encoders = {0: _e_DefaultPrincipalData_0}
+
+install_plans(globals(), (
+    ('_d_DefaultPrincipalData_0', 'DefaultPrincipalData', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DefaultPrincipalData_0', 'DefaultPrincipalData', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

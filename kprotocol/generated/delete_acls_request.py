@@ -351,3 +351,18 @@ DeleteAclsRequest._spec = (
 )
 DeleteAclsRequest._decoders = {0: _d_DeleteAclsRequest_0, 1: _d_DeleteAclsRequest_1, 2: _d_DeleteAclsRequest_2, 3: _d_DeleteAclsRequest_2}
 DeleteAclsRequest._encoders = {0: _e_DeleteAclsRequest_0, 1: _e_DeleteAclsRequest_1, 2: _e_DeleteAclsRequest_2, 3: _e_DeleteAclsRequest_2}
+
+install_plans(globals(), (
+    ('_d_DeleteAclsFilter_0', 'DeleteAclsFilter', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, 3), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteAclsFilter_1', 'DeleteAclsFilter', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteAclsFilter_2', 'DeleteAclsFilter', 8, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteAclsFilter_0', 'DeleteAclsFilter', 8, ((7, 2, 0, 0, 0, -1, None, 3), (0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), )),
+    ('_e_DeleteAclsFilter_1', 'DeleteAclsFilter', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), )),
+    ('_e_DeleteAclsFilter_2', 'DeleteAclsFilter', 8, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteAclsRequest_0', 'DeleteAclsRequest', 2, ((3, 0, 11, 0, 0, -1, '_d_DeleteAclsFilter_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteAclsRequest_1', 'DeleteAclsRequest', 2, ((3, 0, 11, 0, 0, -1, '_d_DeleteAclsFilter_1', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteAclsRequest_2', 'DeleteAclsRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_DeleteAclsFilter_2', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteAclsRequest_0', 'DeleteAclsRequest', 2, ((3, 0, 11, 0, 0, -1, '_e_DeleteAclsFilter_0', None), )),
+    ('_e_DeleteAclsRequest_1', 'DeleteAclsRequest', 2, ((3, 0, 11, 0, 0, -1, '_e_DeleteAclsFilter_1', None), )),
+    ('_e_DeleteAclsRequest_2', 'DeleteAclsRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_DeleteAclsFilter_2', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -126,3 +126,10 @@ DeleteGroupsRequest._spec = (
 )
 DeleteGroupsRequest._decoders = {0: _d_DeleteGroupsRequest_0, 1: _d_DeleteGroupsRequest_0, 2: _d_DeleteGroupsRequest_1}
 DeleteGroupsRequest._encoders = {0: _e_DeleteGroupsRequest_0, 1: _e_DeleteGroupsRequest_0, 2: _e_DeleteGroupsRequest_1}
+
+install_plans(globals(), (
+    ('_d_DeleteGroupsRequest_0', 'DeleteGroupsRequest', 2, ((3, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteGroupsRequest_1', 'DeleteGroupsRequest', 2, ((3, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteGroupsRequest_0', 'DeleteGroupsRequest', 2, ((3, 0, 9, 0, 0, -1, None, None), )),
+    ('_e_DeleteGroupsRequest_1', 'DeleteGroupsRequest', 2, ((3, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -244,3 +244,14 @@ DeleteGroupsResponse._spec = (
 )
 DeleteGroupsResponse._decoders = {0: _d_DeleteGroupsResponse_0, 1: _d_DeleteGroupsResponse_0, 2: _d_DeleteGroupsResponse_1}
 DeleteGroupsResponse._encoders = {0: _e_DeleteGroupsResponse_0, 1: _e_DeleteGroupsResponse_0, 2: _e_DeleteGroupsResponse_1}
+
+install_plans(globals(), (
+    ('_d_DeletableGroupResult_0', 'DeletableGroupResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeletableGroupResult_1', 'DeletableGroupResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableGroupResult_0', 'DeletableGroupResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_DeletableGroupResult_1', 'DeletableGroupResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteGroupsResponse_0', 'DeleteGroupsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeletableGroupResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteGroupsResponse_1', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableGroupResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteGroupsResponse_0', 'DeleteGroupsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeletableGroupResult_0', None), )),
+    ('_e_DeleteGroupsResponse_1', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableGroupResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -362,3 +362,18 @@ DeleteRecordsRequest._spec = (
 )
 DeleteRecordsRequest._decoders = {0: _d_DeleteRecordsRequest_0, 1: _d_DeleteRecordsRequest_0, 2: _d_DeleteRecordsRequest_1}
 DeleteRecordsRequest._encoders = {0: _e_DeleteRecordsRequest_0, 1: _e_DeleteRecordsRequest_0, 2: _e_DeleteRecordsRequest_1}
+
+install_plans(globals(), (
+    ('_d_DeleteRecordsPartition_0', 'DeleteRecordsPartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsPartition_1', 'DeleteRecordsPartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsPartition_0', 'DeleteRecordsPartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsPartition_1', 'DeleteRecordsPartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteRecordsTopic_0', 'DeleteRecordsTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeleteRecordsPartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsTopic_1', 'DeleteRecordsTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeleteRecordsPartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsTopic_0', 'DeleteRecordsTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeleteRecordsPartition_0', None), )),
+    ('_e_DeleteRecordsTopic_1', 'DeleteRecordsTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeleteRecordsPartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteRecordsRequest_0', 'DeleteRecordsRequest', 3, ((3, 0, 11, 0, 0, -1, '_d_DeleteRecordsTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsRequest_1', 'DeleteRecordsRequest', 3, ((3, 0, 11, 1, 0, -1, '_d_DeleteRecordsTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsRequest_0', 'DeleteRecordsRequest', 3, ((3, 0, 11, 0, 0, -1, '_e_DeleteRecordsTopic_0', None), (0, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsRequest_1', 'DeleteRecordsRequest', 3, ((3, 0, 11, 1, 0, -1, '_e_DeleteRecordsTopic_1', None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

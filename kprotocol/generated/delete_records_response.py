@@ -365,3 +365,18 @@ DeleteRecordsResponse._spec = (
 )
 DeleteRecordsResponse._decoders = {0: _d_DeleteRecordsResponse_0, 1: _d_DeleteRecordsResponse_0, 2: _d_DeleteRecordsResponse_1}
 DeleteRecordsResponse._encoders = {0: _e_DeleteRecordsResponse_0, 1: _e_DeleteRecordsResponse_0, 2: _e_DeleteRecordsResponse_1}
+
+install_plans(globals(), (
+    ('_d_DeleteRecordsPartitionResult_0', 'DeleteRecordsPartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsPartitionResult_1', 'DeleteRecordsPartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsPartitionResult_0', 'DeleteRecordsPartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsPartitionResult_1', 'DeleteRecordsPartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteRecordsTopicResult_0', 'DeleteRecordsTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeleteRecordsPartitionResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsTopicResult_1', 'DeleteRecordsTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeleteRecordsPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsTopicResult_0', 'DeleteRecordsTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeleteRecordsPartitionResult_0', None), )),
+    ('_e_DeleteRecordsTopicResult_1', 'DeleteRecordsTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeleteRecordsPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteRecordsResponse_0', 'DeleteRecordsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeleteRecordsTopicResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteRecordsResponse_1', 'DeleteRecordsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeleteRecordsTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteRecordsResponse_0', 'DeleteRecordsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeleteRecordsTopicResult_0', None), )),
+    ('_e_DeleteRecordsResponse_1', 'DeleteRecordsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeleteRecordsTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

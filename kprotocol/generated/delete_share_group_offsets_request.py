@@ -170,3 +170,10 @@ DeleteShareGroupOffsetsRequest._spec = (
 )
 DeleteShareGroupOffsetsRequest._decoders = {0: _d_DeleteShareGroupOffsetsRequest_0}
 DeleteShareGroupOffsetsRequest._encoders = {0: _e_DeleteShareGroupOffsetsRequest_0}
+
+install_plans(globals(), (
+    ('_d_DeleteShareGroupOffsetsRequestTopic_0', 'DeleteShareGroupOffsetsRequestTopic', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupOffsetsRequestTopic_0', 'DeleteShareGroupOffsetsRequestTopic', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteShareGroupOffsetsRequest_0', 'DeleteShareGroupOffsetsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeleteShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupOffsetsRequest_0', 'DeleteShareGroupOffsetsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeleteShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -201,3 +201,10 @@ DeleteShareGroupOffsetsResponse._spec = (
 )
 DeleteShareGroupOffsetsResponse._decoders = {0: _d_DeleteShareGroupOffsetsResponse_0}
 DeleteShareGroupOffsetsResponse._encoders = {0: _e_DeleteShareGroupOffsetsResponse_0}
+
+install_plans(globals(), (
+    ('_d_DeleteShareGroupOffsetsResponseTopic_0', 'DeleteShareGroupOffsetsResponseTopic', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupOffsetsResponseTopic_0', 'DeleteShareGroupOffsetsResponseTopic', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteShareGroupOffsetsResponse_0', 'DeleteShareGroupOffsetsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_DeleteShareGroupOffsetsResponseTopic_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupOffsetsResponse_0', 'DeleteShareGroupOffsetsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_DeleteShareGroupOffsetsResponseTopic_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

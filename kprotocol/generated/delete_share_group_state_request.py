@@ -262,3 +262,12 @@ DeleteShareGroupStateRequest._spec = (
 )
 DeleteShareGroupStateRequest._decoders = {0: _d_DeleteShareGroupStateRequest_0}
 DeleteShareGroupStateRequest._encoders = {0: _e_DeleteShareGroupStateRequest_0}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteStateData_0', 'DeleteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteStateData_0', 'DeleteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteShareGroupStateRequest_0', 'DeleteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeleteStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupStateRequest_0', 'DeleteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeleteStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

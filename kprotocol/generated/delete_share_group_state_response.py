@@ -263,3 +263,12 @@ DeleteShareGroupStateResponse._spec = (
 )
 DeleteShareGroupStateResponse._decoders = {0: _d_DeleteShareGroupStateResponse_0}
 DeleteShareGroupStateResponse._encoders = {0: _e_DeleteShareGroupStateResponse_0}
+
+install_plans(globals(), (
+    ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteStateResult_0', 'DeleteStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteStateResult_0', 'DeleteStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteShareGroupStateResponse_0', 'DeleteShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_DeleteStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteShareGroupStateResponse_0', 'DeleteShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_DeleteStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

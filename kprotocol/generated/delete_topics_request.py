@@ -478,3 +478,26 @@ DeleteTopicsRequest._spec = (
 )
 DeleteTopicsRequest._decoders = {0: _d_DeleteTopicsRequest_0, 1: _d_DeleteTopicsRequest_0, 2: _d_DeleteTopicsRequest_0, 3: _d_DeleteTopicsRequest_0, 4: _d_DeleteTopicsRequest_1, 5: _d_DeleteTopicsRequest_1, 6: _d_DeleteTopicsRequest_2}
 DeleteTopicsRequest._encoders = {0: _e_DeleteTopicsRequest_0, 1: _e_DeleteTopicsRequest_1, 2: _e_DeleteTopicsRequest_2, 3: _e_DeleteTopicsRequest_3, 4: _e_DeleteTopicsRequest_4, 5: _e_DeleteTopicsRequest_5, 6: _e_DeleteTopicsRequest_6}
+
+install_plans(globals(), (
+    ('_d_DeleteTopicState_0', 'DeleteTopicState', 3, ((5, 0, 0, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteTopicState_1', 'DeleteTopicState', 3, ((5, 0, 0, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicState_2', 'DeleteTopicState', 3, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicState_0', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), )),
+    ('_e_DeleteTopicState_1', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), )),
+    ('_e_DeleteTopicState_2', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), )),
+    ('_e_DeleteTopicState_3', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), )),
+    ('_e_DeleteTopicState_4', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicState_5', 'DeleteTopicState', 3, ((7, 0, 0, 0, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicState_6', 'DeleteTopicState', 3, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicsRequest_0', 'DeleteTopicsRequest', 4, ((3, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteTopicsRequest_1', 'DeleteTopicsRequest', 4, ((3, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicsRequest_2', 'DeleteTopicsRequest', 4, ((3, 0, 11, 1, 0, -1, '_d_DeleteTopicState_2', None), (0, 2, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_0', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_1', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_2', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_3', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_4', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_5', 'DeleteTopicsRequest', 4, ((7, 0, 0, 0, 0, -1, None, ()), (3, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsRequest_6', 'DeleteTopicsRequest', 4, ((3, 0, 11, 1, 0, -1, '_e_DeleteTopicState_6', None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

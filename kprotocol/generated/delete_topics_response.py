@@ -505,3 +505,24 @@ DeleteTopicsResponse._spec = (
 )
 DeleteTopicsResponse._decoders = {0: _d_DeleteTopicsResponse_0, 1: _d_DeleteTopicsResponse_1, 2: _d_DeleteTopicsResponse_1, 3: _d_DeleteTopicsResponse_1, 4: _d_DeleteTopicsResponse_2, 5: _d_DeleteTopicsResponse_3, 6: _d_DeleteTopicsResponse_4}
 DeleteTopicsResponse._encoders = {0: _e_DeleteTopicsResponse_0, 1: _e_DeleteTopicsResponse_1, 2: _e_DeleteTopicsResponse_1, 3: _e_DeleteTopicsResponse_1, 4: _e_DeleteTopicsResponse_2, 5: _e_DeleteTopicsResponse_3, 6: _e_DeleteTopicsResponse_4}
+
+install_plans(globals(), (
+    ('_d_DeletableTopicResult_0', 'DeletableTopicResult', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeletableTopicResult_1', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DeletableTopicResult_2', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DeletableTopicResult_3', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableTopicResult_0', 'DeletableTopicResult', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_DeletableTopicResult_1', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableTopicResult_2', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableTopicResult_3', 'DeletableTopicResult', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicsResponse_0', 'DeleteTopicsResponse', 3, ((3, 1, 11, 0, 0, -1, '_d_DeletableTopicResult_0', None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteTopicsResponse_1', 'DeleteTopicsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeletableTopicResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeleteTopicsResponse_2', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicsResponse_3', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableTopicResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteTopicsResponse_4', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableTopicResult_3', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsResponse_0', 'DeleteTopicsResponse', 3, ((3, 1, 11, 0, 0, -1, '_e_DeletableTopicResult_0', None), )),
+    ('_e_DeleteTopicsResponse_1', 'DeleteTopicsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeletableTopicResult_0', None), )),
+    ('_e_DeleteTopicsResponse_2', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsResponse_3', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableTopicResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteTopicsResponse_4', 'DeleteTopicsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableTopicResult_3', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

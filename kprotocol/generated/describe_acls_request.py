@@ -202,3 +202,12 @@ DescribeAclsRequest._spec = (
 )
 DescribeAclsRequest._decoders = {0: _d_DescribeAclsRequest_0, 1: _d_DescribeAclsRequest_1, 2: _d_DescribeAclsRequest_2, 3: _d_DescribeAclsRequest_2}
 DescribeAclsRequest._encoders = {0: _e_DescribeAclsRequest_0, 1: _e_DescribeAclsRequest_1, 2: _e_DescribeAclsRequest_2, 3: _e_DescribeAclsRequest_2}
+
+install_plans(globals(), (
+    ('_d_DescribeAclsRequest_0', 'DescribeAclsRequest', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, 3), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsRequest_1', 'DescribeAclsRequest', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 7, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsRequest_2', 'DescribeAclsRequest', 8, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeAclsRequest_0', 'DescribeAclsRequest', 8, ((7, 2, 0, 0, 0, -1, None, 3), (0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), )),
+    ('_e_DescribeAclsRequest_1', 'DescribeAclsRequest', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), )),
+    ('_e_DescribeAclsRequest_2', 'DescribeAclsRequest', 8, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+))

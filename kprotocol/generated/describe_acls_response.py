@@ -525,3 +525,22 @@ DescribeAclsResponse._spec = (
 )
 DescribeAclsResponse._decoders = {0: _d_DescribeAclsResponse_0, 1: _d_DescribeAclsResponse_1, 2: _d_DescribeAclsResponse_2, 3: _d_DescribeAclsResponse_2}
 DescribeAclsResponse._encoders = {0: _e_DescribeAclsResponse_0, 1: _e_DescribeAclsResponse_1, 2: _e_DescribeAclsResponse_2, 3: _e_DescribeAclsResponse_2}
+
+install_plans(globals(), (
+    ('_d_AclDescription_0', 'AclDescription', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (0, 3, 1, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_AclDescription_1', 'AclDescription', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AclDescription_0', 'AclDescription', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (0, 3, 1, 0, 0, -1, None, None), )),
+    ('_e_AclDescription_1', 'AclDescription', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeAclsResource_0', 'DescribeAclsResource', 5, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_AclDescription_0', None), (5, 2, 0, 0, 0, -1, None, 3), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsResource_1', 'DescribeAclsResource', 5, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_AclDescription_0', None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsResource_2', 'DescribeAclsResource', 5, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AclDescription_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeAclsResource_0', 'DescribeAclsResource', 5, ((7, 2, 0, 0, 0, -1, None, 3), (0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_AclDescription_0', None), )),
+    ('_e_DescribeAclsResource_1', 'DescribeAclsResource', 5, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_AclDescription_0', None), )),
+    ('_e_DescribeAclsResource_2', 'DescribeAclsResource', 5, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_AclDescription_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeAclsResponse_0', 'DescribeAclsResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_DescribeAclsResource_0', None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsResponse_1', 'DescribeAclsResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_DescribeAclsResource_1', None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeAclsResponse_2', 'DescribeAclsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_DescribeAclsResource_2', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeAclsResponse_0', 'DescribeAclsResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_DescribeAclsResource_0', None), )),
+    ('_e_DescribeAclsResponse_1', 'DescribeAclsResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_DescribeAclsResource_1', None), )),
+    ('_e_DescribeAclsResponse_2', 'DescribeAclsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_DescribeAclsResource_2', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -255,3 +255,14 @@ DescribeClientQuotasRequest._spec = (
 )
 DescribeClientQuotasRequest._decoders = {0: _d_DescribeClientQuotasRequest_0, 1: _d_DescribeClientQuotasRequest_1}
 DescribeClientQuotasRequest._encoders = {0: _e_DescribeClientQuotasRequest_0, 1: _e_DescribeClientQuotasRequest_1}
+
+install_plans(globals(), (
+    ('_d_ComponentData_0', 'ComponentData', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ComponentData_1', 'ComponentData', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ComponentData_0', 'ComponentData', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), )),
+    ('_e_ComponentData_1', 'ComponentData', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeClientQuotasRequest_0', 'DescribeClientQuotasRequest', 3, ((3, 0, 11, 0, 0, -1, '_d_ComponentData_0', None), (0, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeClientQuotasRequest_1', 'DescribeClientQuotasRequest', 3, ((3, 0, 11, 1, 0, -1, '_d_ComponentData_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClientQuotasRequest_0', 'DescribeClientQuotasRequest', 3, ((3, 0, 11, 0, 0, -1, '_e_ComponentData_0', None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClientQuotasRequest_1', 'DescribeClientQuotasRequest', 3, ((3, 0, 11, 1, 0, -1, '_e_ComponentData_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -514,3 +514,22 @@ DescribeClientQuotasResponse._spec = (
 )
 DescribeClientQuotasResponse._decoders = {0: _d_DescribeClientQuotasResponse_0, 1: _d_DescribeClientQuotasResponse_1}
 DescribeClientQuotasResponse._encoders = {0: _e_DescribeClientQuotasResponse_0, 1: _e_DescribeClientQuotasResponse_1}
+
+install_plans(globals(), (
+    ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_EntityData_1', 'EntityData', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ValueData_0', 'ValueData', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 7, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ValueData_1', 'ValueData', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 7, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ValueData_0', 'ValueData', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 7, 0, 0, -1, None, None), )),
+    ('_e_ValueData_1', 'ValueData', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 7, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_EntryData_0', 'EntryData', 3, ((3, 0, 11, 0, 0, -1, '_d_EntityData_0', None), (3, 1, 11, 0, 0, -1, '_d_ValueData_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_EntryData_1', 'EntryData', 3, ((3, 0, 11, 1, 0, -1, '_d_EntityData_1', None), (3, 1, 11, 1, 0, -1, '_d_ValueData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EntryData_0', 'EntryData', 3, ((3, 0, 11, 0, 0, -1, '_e_EntityData_0', None), (3, 1, 11, 0, 0, -1, '_e_ValueData_0', None), )),
+    ('_e_EntryData_1', 'EntryData', 3, ((3, 0, 11, 1, 0, -1, '_e_EntityData_1', None), (3, 1, 11, 1, 0, -1, '_e_ValueData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeClientQuotasResponse_0', 'DescribeClientQuotasResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 1, -1, '_d_EntryData_0', None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeClientQuotasResponse_1', 'DescribeClientQuotasResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 1, -1, '_d_EntryData_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClientQuotasResponse_0', 'DescribeClientQuotasResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (3, 3, 11, 0, 1, -1, '_e_EntryData_0', None), )),
+    ('_e_DescribeClientQuotasResponse_1', 'DescribeClientQuotasResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 1, -1, '_e_EntryData_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

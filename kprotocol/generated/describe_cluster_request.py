@@ -183,3 +183,12 @@ DescribeClusterRequest._spec = (
 )
 DescribeClusterRequest._decoders = {0: _d_DescribeClusterRequest_0, 1: _d_DescribeClusterRequest_1, 2: _d_DescribeClusterRequest_2}
 DescribeClusterRequest._encoders = {0: _e_DescribeClusterRequest_0, 1: _e_DescribeClusterRequest_1, 2: _e_DescribeClusterRequest_2}
+
+install_plans(globals(), (
+    ('_d_DescribeClusterRequest_0', 'DescribeClusterRequest', 4, ((0, 0, 0, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 1), (5, 2, 0, 0, 0, -1, None, False), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeClusterRequest_1', 'DescribeClusterRequest', 4, ((0, 0, 0, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, False), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeClusterRequest_2', 'DescribeClusterRequest', 4, ((0, 0, 0, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClusterRequest_0', 'DescribeClusterRequest', 4, ((7, 1, 0, 0, 0, -1, None, 1), (7, 2, 0, 0, 0, -1, None, False), (0, 0, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClusterRequest_1', 'DescribeClusterRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (0, 0, 0, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeClusterRequest_2', 'DescribeClusterRequest', 4, ((0, 0, 0, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

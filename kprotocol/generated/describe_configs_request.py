@@ -394,3 +394,19 @@ DescribeConfigsRequest._spec = (
 )
 DescribeConfigsRequest._decoders = {0: _d_DescribeConfigsRequest_0, 1: _d_DescribeConfigsRequest_1, 2: _d_DescribeConfigsRequest_1, 3: _d_DescribeConfigsRequest_2, 4: _d_DescribeConfigsRequest_3}
 DescribeConfigsRequest._encoders = {0: _e_DescribeConfigsRequest_0, 1: _e_DescribeConfigsRequest_1, 2: _e_DescribeConfigsRequest_2, 3: _e_DescribeConfigsRequest_3, 4: _e_DescribeConfigsRequest_4}
+
+install_plans(globals(), (
+    ('_d_DescribeConfigsResource_0', 'DescribeConfigsResource', 4, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeConfigsResource_1', 'DescribeConfigsResource', 4, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeConfigsResource_0', 'DescribeConfigsResource', 4, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 2, 9, 0, 1, -1, None, None), )),
+    ('_e_DescribeConfigsResource_1', 'DescribeConfigsResource', 4, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeConfigsRequest_0', 'DescribeConfigsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_DescribeConfigsResource_0', None), (5, 1, 0, 0, 0, -1, None, False), (5, 2, 0, 0, 0, -1, None, False), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeConfigsRequest_1', 'DescribeConfigsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_DescribeConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, False), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeConfigsRequest_2', 'DescribeConfigsRequest', 4, ((3, 0, 11, 0, 0, -1, '_d_DescribeConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeConfigsRequest_3', 'DescribeConfigsRequest', 4, ((3, 0, 11, 1, 0, -1, '_d_DescribeConfigsResource_1', None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeConfigsRequest_0', 'DescribeConfigsRequest', 4, ((7, 1, 0, 0, 0, -1, None, False), (7, 2, 0, 0, 0, -1, None, False), (3, 0, 11, 0, 0, -1, '_e_DescribeConfigsResource_0', None), )),
+    ('_e_DescribeConfigsRequest_1', 'DescribeConfigsRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (3, 0, 11, 0, 0, -1, '_e_DescribeConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeConfigsRequest_2', 'DescribeConfigsRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (3, 0, 11, 0, 0, -1, '_e_DescribeConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeConfigsRequest_3', 'DescribeConfigsRequest', 4, ((3, 0, 11, 0, 0, -1, '_e_DescribeConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeConfigsRequest_4', 'DescribeConfigsRequest', 4, ((3, 0, 11, 1, 0, -1, '_e_DescribeConfigsResource_1', None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -230,3 +230,14 @@ DescribeDelegationTokenRequest._spec = (
 )
 DescribeDelegationTokenRequest._decoders = {0: _d_DescribeDelegationTokenRequest_0, 1: _d_DescribeDelegationTokenRequest_0, 2: _d_DescribeDelegationTokenRequest_1, 3: _d_DescribeDelegationTokenRequest_1}
 DescribeDelegationTokenRequest._encoders = {0: _e_DescribeDelegationTokenRequest_0, 1: _e_DescribeDelegationTokenRequest_0, 2: _e_DescribeDelegationTokenRequest_1, 3: _e_DescribeDelegationTokenRequest_1}
+
+install_plans(globals(), (
+    ('_d_DescribeDelegationTokenOwner_0', 'DescribeDelegationTokenOwner', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeDelegationTokenOwner_1', 'DescribeDelegationTokenOwner', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeDelegationTokenOwner_0', 'DescribeDelegationTokenOwner', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_DescribeDelegationTokenOwner_1', 'DescribeDelegationTokenOwner', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeDelegationTokenRequest_0', 'DescribeDelegationTokenRequest', 2, ((3, 0, 11, 0, 1, -1, '_d_DescribeDelegationTokenOwner_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeDelegationTokenRequest_1', 'DescribeDelegationTokenRequest', 2, ((3, 0, 11, 1, 1, -1, '_d_DescribeDelegationTokenOwner_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeDelegationTokenRequest_0', 'DescribeDelegationTokenRequest', 2, ((3, 0, 11, 0, 1, -1, '_e_DescribeDelegationTokenOwner_0', None), )),
+    ('_e_DescribeDelegationTokenRequest_1', 'DescribeDelegationTokenRequest', 2, ((3, 0, 11, 1, 1, -1, '_e_DescribeDelegationTokenOwner_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

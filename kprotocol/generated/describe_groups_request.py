@@ -212,3 +212,14 @@ DescribeGroupsRequest._spec = (
 )
 DescribeGroupsRequest._decoders = {0: _d_DescribeGroupsRequest_0, 1: _d_DescribeGroupsRequest_0, 2: _d_DescribeGroupsRequest_0, 3: _d_DescribeGroupsRequest_1, 4: _d_DescribeGroupsRequest_1, 5: _d_DescribeGroupsRequest_2, 6: _d_DescribeGroupsRequest_2}
 DescribeGroupsRequest._encoders = {0: _e_DescribeGroupsRequest_0, 1: _e_DescribeGroupsRequest_1, 2: _e_DescribeGroupsRequest_2, 3: _e_DescribeGroupsRequest_3, 4: _e_DescribeGroupsRequest_3, 5: _e_DescribeGroupsRequest_4, 6: _e_DescribeGroupsRequest_4}
+
+install_plans(globals(), (
+    ('_d_DescribeGroupsRequest_0', 'DescribeGroupsRequest', 3, ((3, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, False), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeGroupsRequest_1', 'DescribeGroupsRequest', 3, ((3, 0, 9, 0, 0, -1, None, None), (0, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeGroupsRequest_2', 'DescribeGroupsRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeGroupsRequest_0', 'DescribeGroupsRequest', 3, ((7, 1, 0, 0, 0, -1, None, False), (3, 0, 9, 0, 0, -1, None, None), )),
+    ('_e_DescribeGroupsRequest_1', 'DescribeGroupsRequest', 3, ((7, 1, 0, 0, 0, -1, None, False), (3, 0, 9, 0, 0, -1, None, None), )),
+    ('_e_DescribeGroupsRequest_2', 'DescribeGroupsRequest', 3, ((7, 1, 0, 0, 0, -1, None, False), (3, 0, 9, 0, 0, -1, None, None), )),
+    ('_e_DescribeGroupsRequest_3', 'DescribeGroupsRequest', 3, ((3, 0, 9, 0, 0, -1, None, None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeGroupsRequest_4', 'DescribeGroupsRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

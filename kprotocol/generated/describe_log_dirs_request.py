@@ -242,3 +242,14 @@ DescribeLogDirsRequest._spec = (
 )
 DescribeLogDirsRequest._decoders = {0: _d_DescribeLogDirsRequest_0, 1: _d_DescribeLogDirsRequest_0, 2: _d_DescribeLogDirsRequest_1, 3: _d_DescribeLogDirsRequest_1, 4: _d_DescribeLogDirsRequest_1, 5: _d_DescribeLogDirsRequest_1}
 DescribeLogDirsRequest._encoders = {0: _e_DescribeLogDirsRequest_0, 1: _e_DescribeLogDirsRequest_0, 2: _e_DescribeLogDirsRequest_1, 3: _e_DescribeLogDirsRequest_1, 4: _e_DescribeLogDirsRequest_1, 5: _e_DescribeLogDirsRequest_1}
+
+install_plans(globals(), (
+    ('_d_DescribableLogDirTopic_0', 'DescribableLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribableLogDirTopic_1', 'DescribableLogDirTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribableLogDirTopic_0', 'DescribableLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_DescribableLogDirTopic_1', 'DescribableLogDirTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeLogDirsRequest_0', 'DescribeLogDirsRequest', 2, ((3, 0, 11, 0, 1, -1, '_d_DescribableLogDirTopic_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_DescribeLogDirsRequest_1', 'DescribeLogDirsRequest', 2, ((3, 0, 11, 1, 1, -1, '_d_DescribableLogDirTopic_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeLogDirsRequest_0', 'DescribeLogDirsRequest', 2, ((3, 0, 11, 0, 1, -1, '_e_DescribableLogDirTopic_0', None), )),
+    ('_e_DescribeLogDirsRequest_1', 'DescribeLogDirsRequest', 2, ((3, 0, 11, 1, 1, -1, '_e_DescribableLogDirTopic_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -377,3 +377,14 @@ DescribeProducersResponse._spec = (
 )
 DescribeProducersResponse._decoders = {0: _d_DescribeProducersResponse_0}
 DescribeProducersResponse._encoders = {0: _e_DescribeProducersResponse_0}
+
+install_plans(globals(), (
+    ('_d_ProducerState_0', 'ProducerState', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ProducerState_0', 'ProducerState', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionResponse_0', 'PartitionResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_ProducerState_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResponse_0', 'PartitionResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_ProducerState_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicResponse_0', 'TopicResponse', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicResponse_0', 'TopicResponse', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeProducersResponse_0', 'DescribeProducersResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeProducersResponse_0', 'DescribeProducersResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopicResponse_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

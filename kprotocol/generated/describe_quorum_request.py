@@ -251,3 +251,12 @@ DescribeQuorumRequest._spec = (
 )
 DescribeQuorumRequest._decoders = {0: _d_DescribeQuorumRequest_0, 1: _d_DescribeQuorumRequest_0, 2: _d_DescribeQuorumRequest_0}
 DescribeQuorumRequest._encoders = {0: _e_DescribeQuorumRequest_0, 1: _e_DescribeQuorumRequest_0, 2: _e_DescribeQuorumRequest_0}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeQuorumRequest_0', 'DescribeQuorumRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeQuorumRequest_0', 'DescribeQuorumRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -266,3 +266,12 @@ DescribeShareGroupOffsetsRequest._spec = (
 )
 DescribeShareGroupOffsetsRequest._decoders = {0: _d_DescribeShareGroupOffsetsRequest_0, 1: _d_DescribeShareGroupOffsetsRequest_0}
 DescribeShareGroupOffsetsRequest._encoders = {0: _e_DescribeShareGroupOffsetsRequest_0, 1: _e_DescribeShareGroupOffsetsRequest_0}
+
+install_plans(globals(), (
+    ('_d_DescribeShareGroupOffsetsRequestTopic_0', 'DescribeShareGroupOffsetsRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeShareGroupOffsetsRequestTopic_0', 'DescribeShareGroupOffsetsRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeShareGroupOffsetsRequestGroup_0', 'DescribeShareGroupOffsetsRequestGroup', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 1, -1, '_d_DescribeShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeShareGroupOffsetsRequestGroup_0', 'DescribeShareGroupOffsetsRequestGroup', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 1, -1, '_e_DescribeShareGroupOffsetsRequestTopic_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeShareGroupOffsetsRequest_0', 'DescribeShareGroupOffsetsRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_DescribeShareGroupOffsetsRequestGroup_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeShareGroupOffsetsRequest_0', 'DescribeShareGroupOffsetsRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_DescribeShareGroupOffsetsRequestGroup_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -263,3 +263,12 @@ DescribeTopicPartitionsRequest._spec = (
 )
 DescribeTopicPartitionsRequest._decoders = {0: _d_DescribeTopicPartitionsRequest_0}
 DescribeTopicPartitionsRequest._encoders = {0: _e_DescribeTopicPartitionsRequest_0}
+
+install_plans(globals(), (
+    ('_d_TopicRequest_0', 'TopicRequest', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicRequest_0', 'TopicRequest', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_Cursor_0', 'Cursor', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Cursor_0', 'Cursor', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeTopicPartitionsRequest_0', 'DescribeTopicPartitionsRequest', 4, ((3, 0, 11, 1, 0, -1, '_d_TopicRequest_0', None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 1, 255, '_d_Cursor_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTopicPartitionsRequest_0', 'DescribeTopicPartitionsRequest', 4, ((3, 0, 11, 1, 0, -1, '_e_TopicRequest_0', None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 1, 255, '_e_Cursor_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

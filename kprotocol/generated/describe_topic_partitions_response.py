@@ -469,3 +469,14 @@ DescribeTopicPartitionsResponse._spec = (
 )
 DescribeTopicPartitionsResponse._decoders = {0: _d_DescribeTopicPartitionsResponse_0}
 DescribeTopicPartitionsResponse._encoders = {0: _e_DescribeTopicPartitionsResponse_0}
+
+install_plans(globals(), (
+    ('_d_DescribeTopicPartitionsResponsePartition_0', 'DescribeTopicPartitionsResponsePartition', 10, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (3, 5, 3, 1, 0, -1, None, None), (3, 6, 3, 1, 1, -1, None, None), (3, 7, 3, 1, 1, -1, None, None), (3, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTopicPartitionsResponsePartition_0', 'DescribeTopicPartitionsResponsePartition', 10, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (3, 5, 3, 1, 0, -1, None, None), (3, 6, 3, 1, 1, -1, None, None), (3, 7, 3, 1, 1, -1, None, None), (3, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeTopicPartitionsResponseTopic_0', 'DescribeTopicPartitionsResponseTopic', 7, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_DescribeTopicPartitionsResponsePartition_0', None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTopicPartitionsResponseTopic_0', 'DescribeTopicPartitionsResponseTopic', 7, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_DescribeTopicPartitionsResponsePartition_0', None), (0, 5, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_Cursor_0', 'Cursor', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Cursor_0', 'Cursor', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeTopicPartitionsResponse_0', 'DescribeTopicPartitionsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DescribeTopicPartitionsResponseTopic_0', None), (4, 2, 11, 1, 1, 255, '_d_Cursor_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTopicPartitionsResponse_0', 'DescribeTopicPartitionsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DescribeTopicPartitionsResponseTopic_0', None), (4, 2, 11, 1, 1, 255, '_e_Cursor_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

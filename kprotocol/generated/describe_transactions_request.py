@@ -93,3 +93,8 @@ DescribeTransactionsRequest._spec = (
 )
 DescribeTransactionsRequest._decoders = {0: _d_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._encoders = {0: _e_DescribeTransactionsRequest_0}
+
+install_plans(globals(), (
+    ('_d_DescribeTransactionsRequest_0', 'DescribeTransactionsRequest', 2, ((3, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTransactionsRequest_0', 'DescribeTransactionsRequest', 2, ((3, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -313,3 +313,12 @@ DescribeTransactionsResponse._spec = (
 )
 DescribeTransactionsResponse._decoders = {0: _d_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._encoders = {0: _e_DescribeTransactionsResponse_0}
+
+install_plans(globals(), (
+    ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TransactionState_0', 'TransactionState', 9, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 2, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_TransactionState_0', 'TransactionState', 9, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 2, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeTransactionsResponse_0', 'DescribeTransactionsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TransactionState_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeTransactionsResponse_0', 'DescribeTransactionsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TransactionState_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -161,3 +161,10 @@ DescribeUserScramCredentialsRequest._spec = (
 )
 DescribeUserScramCredentialsRequest._decoders = {0: _d_DescribeUserScramCredentialsRequest_0}
 DescribeUserScramCredentialsRequest._encoders = {0: _e_DescribeUserScramCredentialsRequest_0}
+
+install_plans(globals(), (
+    ('_d_UserName_0', 'UserName', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_UserName_0', 'UserName', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeUserScramCredentialsRequest_0', 'DescribeUserScramCredentialsRequest', 2, ((3, 0, 11, 1, 1, -1, '_d_UserName_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeUserScramCredentialsRequest_0', 'DescribeUserScramCredentialsRequest', 2, ((3, 0, 11, 1, 1, -1, '_e_UserName_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -291,3 +291,12 @@ DescribeUserScramCredentialsResponse._spec = (
 )
 DescribeUserScramCredentialsResponse._decoders = {0: _d_DescribeUserScramCredentialsResponse_0}
 DescribeUserScramCredentialsResponse._encoders = {0: _e_DescribeUserScramCredentialsResponse_0}
+
+install_plans(globals(), (
+    ('_d_CredentialInfo_0', 'CredentialInfo', 3, ((0, 0, 1, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_CredentialInfo_0', 'CredentialInfo', 3, ((0, 0, 1, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeUserScramCredentialsResult_0', 'DescribeUserScramCredentialsResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_CredentialInfo_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeUserScramCredentialsResult_0', 'DescribeUserScramCredentialsResult', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_CredentialInfo_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribeUserScramCredentialsResponse_0', 'DescribeUserScramCredentialsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_DescribeUserScramCredentialsResult_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeUserScramCredentialsResponse_0', 'DescribeUserScramCredentialsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_DescribeUserScramCredentialsResult_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -313,3 +313,16 @@ ElectLeadersRequest._spec = (
 )
 ElectLeadersRequest._decoders = {0: _d_ElectLeadersRequest_0, 1: _d_ElectLeadersRequest_1, 2: _d_ElectLeadersRequest_2}
 ElectLeadersRequest._encoders = {0: _e_ElectLeadersRequest_0, 1: _e_ElectLeadersRequest_1, 2: _e_ElectLeadersRequest_2}
+
+install_plans(globals(), (
+    ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TopicPartitions_1', 'TopicPartitions', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_0', 'TopicPartitions', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_1', 'TopicPartitions', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ElectLeadersRequest_0', 'ElectLeadersRequest', 4, ((3, 1, 11, 0, 1, -1, '_d_TopicPartitions_0', None), (0, 2, 3, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ElectLeadersRequest_1', 'ElectLeadersRequest', 4, ((0, 0, 1, 0, 0, -1, None, None), (3, 1, 11, 0, 1, -1, '_d_TopicPartitions_0', None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ElectLeadersRequest_2', 'ElectLeadersRequest', 4, ((0, 0, 1, 1, 0, -1, None, None), (3, 1, 11, 1, 1, -1, '_d_TopicPartitions_1', None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ElectLeadersRequest_0', 'ElectLeadersRequest', 4, ((7, 0, 0, 0, 0, -1, None, 0), (3, 1, 11, 0, 1, -1, '_e_TopicPartitions_0', None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_ElectLeadersRequest_1', 'ElectLeadersRequest', 4, ((0, 0, 1, 0, 0, -1, None, None), (3, 1, 11, 0, 1, -1, '_e_TopicPartitions_0', None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_ElectLeadersRequest_2', 'ElectLeadersRequest', 4, ((0, 0, 1, 1, 0, -1, None, None), (3, 1, 11, 1, 1, -1, '_e_TopicPartitions_1', None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -418,3 +418,20 @@ ElectLeadersResponse._spec = (
 )
 ElectLeadersResponse._decoders = {0: _d_ElectLeadersResponse_0, 1: _d_ElectLeadersResponse_1, 2: _d_ElectLeadersResponse_2}
 ElectLeadersResponse._encoders = {0: _e_ElectLeadersResponse_0, 1: _e_ElectLeadersResponse_1, 2: _e_ElectLeadersResponse_2}
+
+install_plans(globals(), (
+    ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_PartitionResult_1', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), )),
+    ('_e_PartitionResult_1', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ReplicaElectionResult_0', 'ReplicaElectionResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_PartitionResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ReplicaElectionResult_1', 'ReplicaElectionResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReplicaElectionResult_0', 'ReplicaElectionResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_PartitionResult_0', None), )),
+    ('_e_ReplicaElectionResult_1', 'ReplicaElectionResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ElectLeadersResponse_0', 'ElectLeadersResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_ReplicaElectionResult_0', None), (5, 1, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ElectLeadersResponse_1', 'ElectLeadersResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_ReplicaElectionResult_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ElectLeadersResponse_2', 'ElectLeadersResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ReplicaElectionResult_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ElectLeadersResponse_0', 'ElectLeadersResponse', 4, ((7, 1, 0, 0, 0, -1, None, 0), (0, 0, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_ReplicaElectionResult_0', None), )),
+    ('_e_ElectLeadersResponse_1', 'ElectLeadersResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_ReplicaElectionResult_0', None), )),
+    ('_e_ElectLeadersResponse_2', 'ElectLeadersResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ReplicaElectionResult_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

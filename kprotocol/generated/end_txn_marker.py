@@ -59,3 +59,8 @@ EndTxnMarker._spec = (
 )
 EndTxnMarker._decoders = {0: _d_EndTxnMarker_0}
 EndTxnMarker._encoders = {0: _e_EndTxnMarker_0}
+
+install_plans(globals(), (
+    ('_d_EndTxnMarker_0', 'EndTxnMarker', 2, ((0, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_EndTxnMarker_0', 'EndTxnMarker', 2, ((0, 0, 3, 0, 0, -1, None, None), )),
+))

@@ -122,3 +122,10 @@ EndTxnRequest._spec = (
 )
 EndTxnRequest._decoders = {0: _d_EndTxnRequest_0, 1: _d_EndTxnRequest_0, 2: _d_EndTxnRequest_0, 3: _d_EndTxnRequest_1, 4: _d_EndTxnRequest_1, 5: _d_EndTxnRequest_1}
 EndTxnRequest._encoders = {0: _e_EndTxnRequest_0, 1: _e_EndTxnRequest_0, 2: _e_EndTxnRequest_0, 3: _e_EndTxnRequest_1, 4: _e_EndTxnRequest_1, 5: _e_EndTxnRequest_1}
+
+install_plans(globals(), (
+    ('_d_EndTxnRequest_0', 'EndTxnRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (0, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_EndTxnRequest_1', 'EndTxnRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_EndTxnRequest_0', 'EndTxnRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (0, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_EndTxnRequest_1', 'EndTxnRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

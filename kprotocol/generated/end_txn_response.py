@@ -150,3 +150,12 @@ EndTxnResponse._spec = (
 )
 EndTxnResponse._decoders = {0: _d_EndTxnResponse_0, 1: _d_EndTxnResponse_0, 2: _d_EndTxnResponse_0, 3: _d_EndTxnResponse_1, 4: _d_EndTxnResponse_1, 5: _d_EndTxnResponse_2}
 EndTxnResponse._encoders = {0: _e_EndTxnResponse_0, 1: _e_EndTxnResponse_0, 2: _e_EndTxnResponse_0, 3: _e_EndTxnResponse_1, 4: _e_EndTxnResponse_1, 5: _e_EndTxnResponse_2}
+
+install_plans(globals(), (
+    ('_d_EndTxnResponse_0', 'EndTxnResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_EndTxnResponse_1', 'EndTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_EndTxnResponse_2', 'EndTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_EndTxnResponse_0', 'EndTxnResponse', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_EndTxnResponse_1', 'EndTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_EndTxnResponse_2', 'EndTxnResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

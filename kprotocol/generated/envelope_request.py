@@ -96,3 +96,8 @@ EnvelopeRequest._spec = (
 )
 EnvelopeRequest._decoders = {0: _d_EnvelopeRequest_0}
 EnvelopeRequest._encoders = {0: _e_EnvelopeRequest_0}
+
+install_plans(globals(), (
+    ('_d_EnvelopeRequest_0', 'EnvelopeRequest', 4, ((2, 0, 10, 1, 0, -1, None, None), (2, 1, 10, 1, 1, -1, None, None), (2, 2, 10, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_EnvelopeRequest_0', 'EnvelopeRequest', 4, ((2, 0, 10, 1, 0, -1, None, None), (2, 1, 10, 1, 1, -1, None, None), (2, 2, 10, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -87,3 +87,8 @@ EnvelopeResponse._spec = (
 )
 EnvelopeResponse._decoders = {0: _d_EnvelopeResponse_0}
 EnvelopeResponse._encoders = {0: _e_EnvelopeResponse_0}
+
+install_plans(globals(), (
+    ('_d_EnvelopeResponse_0', 'EnvelopeResponse', 3, ((2, 0, 10, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_EnvelopeResponse_0', 'EnvelopeResponse', 3, ((2, 0, 10, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

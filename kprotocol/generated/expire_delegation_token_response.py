@@ -105,3 +105,10 @@ ExpireDelegationTokenResponse._spec = (
 )
 ExpireDelegationTokenResponse._decoders = {0: _d_ExpireDelegationTokenResponse_0, 1: _d_ExpireDelegationTokenResponse_0, 2: _d_ExpireDelegationTokenResponse_1}
 ExpireDelegationTokenResponse._encoders = {0: _e_ExpireDelegationTokenResponse_0, 1: _e_ExpireDelegationTokenResponse_0, 2: _e_ExpireDelegationTokenResponse_1}
+
+install_plans(globals(), (
+    ('_d_ExpireDelegationTokenResponse_0', 'ExpireDelegationTokenResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ExpireDelegationTokenResponse_1', 'ExpireDelegationTokenResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ExpireDelegationTokenResponse_0', 'ExpireDelegationTokenResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_ExpireDelegationTokenResponse_1', 'ExpireDelegationTokenResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

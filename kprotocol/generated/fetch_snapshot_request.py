@@ -578,3 +578,20 @@ FetchSnapshotRequest._spec = (
 )
 FetchSnapshotRequest._decoders = {0: _d_FetchSnapshotRequest_0, 1: _d_FetchSnapshotRequest_1}
 FetchSnapshotRequest._encoders = {0: _e_FetchSnapshotRequest_0, 1: _e_FetchSnapshotRequest_1}
+
+install_plans(globals(), (
+    ('_d_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionSnapshot_0', 'PartitionSnapshot', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_d_SnapshotId_0', None), (0, 3, 4, 1, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ZERO_UUID), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionSnapshot_1', 'PartitionSnapshot', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_d_SnapshotId_0', None), (0, 3, 4, 1, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ZERO_UUID), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionSnapshot_0', 'PartitionSnapshot', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_e_SnapshotId_0', None), (0, 3, 4, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionSnapshot_1', 'PartitionSnapshot', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_e_SnapshotId_0', None), (0, 3, 4, 1, 0, -1, None, None), (7, 4, 0, 0, 0, -1, None, ZERO_UUID), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicSnapshot_0', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionSnapshot_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicSnapshot_1', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionSnapshot_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicSnapshot_0', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionSnapshot_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicSnapshot_1', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionSnapshot_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_FetchSnapshotRequest_0', 'FetchSnapshotRequest', 5, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicSnapshot_0', None), (5, 0, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_FetchSnapshotRequest_1', 'FetchSnapshotRequest', 5, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicSnapshot_1', None), (5, 0, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FetchSnapshotRequest_0', 'FetchSnapshotRequest', 5, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicSnapshot_0', None), (7, 0, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FetchSnapshotRequest_1', 'FetchSnapshotRequest', 5, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicSnapshot_1', None), (7, 0, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -682,3 +682,22 @@ FetchSnapshotResponse._spec = (
 )
 FetchSnapshotResponse._decoders = {0: _d_FetchSnapshotResponse_0, 1: _d_FetchSnapshotResponse_1}
 FetchSnapshotResponse._encoders = {0: _e_FetchSnapshotResponse_0, 1: _e_FetchSnapshotResponse_1}
+
+install_plans(globals(), (
+    ('_d_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionSnapshot_0', 'PartitionSnapshot', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_d_SnapshotId_0', None), (0, 4, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (2, 6, 10, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, _DEFAULT_LeaderIdAndEpoch), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionSnapshot_0', 'PartitionSnapshot', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_e_SnapshotId_0', None), (0, 4, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (2, 6, 10, 1, 0, -1, None, None), (7, 3, 0, 0, 0, -1, None, _DEFAULT_LeaderIdAndEpoch), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicSnapshot_0', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionSnapshot_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicSnapshot_0', 'TopicSnapshot', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionSnapshot_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_NodeEndpoint_0', 'NodeEndpoint', 4, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_NodeEndpoint_1', 'NodeEndpoint', 4, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_NodeEndpoint_0', 'NodeEndpoint', 4, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_NodeEndpoint_1', 'NodeEndpoint', 4, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_FetchSnapshotResponse_0', 'FetchSnapshotResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicSnapshot_0', None), (5, 3, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_FetchSnapshotResponse_1', 'FetchSnapshotResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicSnapshot_0', None), (5, 3, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FetchSnapshotResponse_0', 'FetchSnapshotResponse', 5, ((7, 3, 0, 0, 0, -1, None, ()), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicSnapshot_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FetchSnapshotResponse_1', 'FetchSnapshotResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicSnapshot_0', None), (7, 3, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+))

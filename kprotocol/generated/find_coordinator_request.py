@@ -271,3 +271,17 @@ FindCoordinatorRequest._spec = (
 )
 FindCoordinatorRequest._decoders = {0: _d_FindCoordinatorRequest_0, 1: _d_FindCoordinatorRequest_1, 2: _d_FindCoordinatorRequest_1, 3: _d_FindCoordinatorRequest_2, 4: _d_FindCoordinatorRequest_3, 5: _d_FindCoordinatorRequest_3, 6: _d_FindCoordinatorRequest_3}
 FindCoordinatorRequest._encoders = {0: _e_FindCoordinatorRequest_0, 1: _e_FindCoordinatorRequest_1, 2: _e_FindCoordinatorRequest_2, 3: _e_FindCoordinatorRequest_3, 4: _e_FindCoordinatorRequest_4, 5: _e_FindCoordinatorRequest_5, 6: _e_FindCoordinatorRequest_6}
+
+install_plans(globals(), (
+    ('_d_FindCoordinatorRequest_0', 'FindCoordinatorRequest', 4, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_FindCoordinatorRequest_1', 'FindCoordinatorRequest', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_FindCoordinatorRequest_2', 'FindCoordinatorRequest', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_FindCoordinatorRequest_3', 'FindCoordinatorRequest', 4, ((0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_0', 'FindCoordinatorRequest', 4, ((7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_1', 'FindCoordinatorRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_2', 'FindCoordinatorRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_3', 'FindCoordinatorRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_4', 'FindCoordinatorRequest', 4, ((7, 0, 0, 0, 0, -1, None, ''), (0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_5', 'FindCoordinatorRequest', 4, ((7, 0, 0, 0, 0, -1, None, ''), (0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_FindCoordinatorRequest_6', 'FindCoordinatorRequest', 4, ((7, 0, 0, 0, 0, -1, None, ''), (0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

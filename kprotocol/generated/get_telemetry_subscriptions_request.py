@@ -81,3 +81,8 @@ GetTelemetrySubscriptionsRequest._spec = (
 )
 GetTelemetrySubscriptionsRequest._decoders = {0: _d_GetTelemetrySubscriptionsRequest_0}
 GetTelemetrySubscriptionsRequest._encoders = {0: _e_GetTelemetrySubscriptionsRequest_0}
+
+install_plans(globals(), (
+    ('_d_GetTelemetrySubscriptionsRequest_0', 'GetTelemetrySubscriptionsRequest', 2, ((0, 0, 8, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_GetTelemetrySubscriptionsRequest_0', 'GetTelemetrySubscriptionsRequest', 2, ((0, 0, 8, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

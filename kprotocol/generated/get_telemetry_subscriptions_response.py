@@ -144,3 +144,8 @@ GetTelemetrySubscriptionsResponse._spec = (
 )
 GetTelemetrySubscriptionsResponse._decoders = {0: _d_GetTelemetrySubscriptionsResponse_0}
 GetTelemetrySubscriptionsResponse._encoders = {0: _e_GetTelemetrySubscriptionsResponse_0}
+
+install_plans(globals(), (
+    ('_d_GetTelemetrySubscriptionsResponse_0', 'GetTelemetrySubscriptionsResponse', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 0, 1, 0, -1, None, None), (3, 8, 9, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_GetTelemetrySubscriptionsResponse_0', 'GetTelemetrySubscriptionsResponse', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 1, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 0, 1, 0, -1, None, None), (3, 8, 9, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ GroupMetadataKey._spec = (
 )
 GroupMetadataKey._decoders = {0: _d_GroupMetadataKey_0}
 GroupMetadataKey._encoders = {0: _e_GroupMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_GroupMetadataKey_0', 'GroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_GroupMetadataKey_0', 'GroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

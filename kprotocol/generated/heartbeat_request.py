@@ -206,3 +206,14 @@ HeartbeatRequest._spec = (
 )
 HeartbeatRequest._decoders = {0: _d_HeartbeatRequest_0, 1: _d_HeartbeatRequest_0, 2: _d_HeartbeatRequest_0, 3: _d_HeartbeatRequest_1, 4: _d_HeartbeatRequest_2}
 HeartbeatRequest._encoders = {0: _e_HeartbeatRequest_0, 1: _e_HeartbeatRequest_1, 2: _e_HeartbeatRequest_2, 3: _e_HeartbeatRequest_3, 4: _e_HeartbeatRequest_4}
+
+install_plans(globals(), (
+    ('_d_HeartbeatRequest_0', 'HeartbeatRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_HeartbeatRequest_1', 'HeartbeatRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_HeartbeatRequest_2', 'HeartbeatRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatRequest_0', 'HeartbeatRequest', 5, ((7, 3, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatRequest_1', 'HeartbeatRequest', 5, ((7, 3, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatRequest_2', 'HeartbeatRequest', 5, ((7, 3, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatRequest_3', 'HeartbeatRequest', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), )),
+    ('_e_HeartbeatRequest_4', 'HeartbeatRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -123,3 +123,12 @@ HeartbeatResponse._spec = (
 )
 HeartbeatResponse._decoders = {0: _d_HeartbeatResponse_0, 1: _d_HeartbeatResponse_1, 2: _d_HeartbeatResponse_1, 3: _d_HeartbeatResponse_1, 4: _d_HeartbeatResponse_2}
 HeartbeatResponse._encoders = {0: _e_HeartbeatResponse_0, 1: _e_HeartbeatResponse_1, 2: _e_HeartbeatResponse_1, 3: _e_HeartbeatResponse_1, 4: _e_HeartbeatResponse_2}
+
+install_plans(globals(), (
+    ('_d_HeartbeatResponse_0', 'HeartbeatResponse', 3, ((0, 1, 2, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_HeartbeatResponse_1', 'HeartbeatResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_HeartbeatResponse_2', 'HeartbeatResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatResponse_0', 'HeartbeatResponse', 3, ((0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatResponse_1', 'HeartbeatResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_HeartbeatResponse_2', 'HeartbeatResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

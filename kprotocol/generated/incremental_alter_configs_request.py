@@ -398,3 +398,18 @@ IncrementalAlterConfigsRequest._spec = (
 )
 IncrementalAlterConfigsRequest._decoders = {0: _d_IncrementalAlterConfigsRequest_0, 1: _d_IncrementalAlterConfigsRequest_1}
 IncrementalAlterConfigsRequest._encoders = {0: _e_IncrementalAlterConfigsRequest_0, 1: _e_IncrementalAlterConfigsRequest_1}
+
+install_plans(globals(), (
+    ('_d_AlterableConfig_0', 'AlterableConfig', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterableConfig_1', 'AlterableConfig', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterableConfig_0', 'AlterableConfig', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), )),
+    ('_e_AlterableConfig_1', 'AlterableConfig', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AlterConfigsResource_0', 'AlterConfigsResource', 4, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_AlterableConfig_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterConfigsResource_1', 'AlterConfigsResource', 4, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_AlterableConfig_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResource_0', 'AlterConfigsResource', 4, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_AlterableConfig_0', None), )),
+    ('_e_AlterConfigsResource_1', 'AlterConfigsResource', 4, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_AlterableConfig_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_IncrementalAlterConfigsRequest_0', 'IncrementalAlterConfigsRequest', 3, ((3, 0, 11, 0, 0, -1, '_d_AlterConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_IncrementalAlterConfigsRequest_1', 'IncrementalAlterConfigsRequest', 3, ((3, 0, 11, 1, 0, -1, '_d_AlterConfigsResource_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_IncrementalAlterConfigsRequest_0', 'IncrementalAlterConfigsRequest', 3, ((3, 0, 11, 0, 0, -1, '_e_AlterConfigsResource_0', None), (0, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_IncrementalAlterConfigsRequest_1', 'IncrementalAlterConfigsRequest', 3, ((3, 0, 11, 1, 0, -1, '_e_AlterConfigsResource_1', None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

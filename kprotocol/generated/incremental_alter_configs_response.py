@@ -270,3 +270,14 @@ IncrementalAlterConfigsResponse._spec = (
 )
 IncrementalAlterConfigsResponse._decoders = {0: _d_IncrementalAlterConfigsResponse_0, 1: _d_IncrementalAlterConfigsResponse_1}
 IncrementalAlterConfigsResponse._encoders = {0: _e_IncrementalAlterConfigsResponse_0, 1: _e_IncrementalAlterConfigsResponse_1}
+
+install_plans(globals(), (
+    ('_d_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_AlterConfigsResourceResponse_1', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), )),
+    ('_e_AlterConfigsResourceResponse_1', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_IncrementalAlterConfigsResponse_0', 'IncrementalAlterConfigsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_AlterConfigsResourceResponse_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_IncrementalAlterConfigsResponse_1', 'IncrementalAlterConfigsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AlterConfigsResourceResponse_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_IncrementalAlterConfigsResponse_0', 'IncrementalAlterConfigsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_AlterConfigsResourceResponse_0', None), )),
+    ('_e_IncrementalAlterConfigsResponse_1', 'IncrementalAlterConfigsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AlterConfigsResourceResponse_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

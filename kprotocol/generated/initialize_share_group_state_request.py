@@ -268,3 +268,12 @@ InitializeShareGroupStateRequest._spec = (
 )
 InitializeShareGroupStateRequest._decoders = {0: _d_InitializeShareGroupStateRequest_0}
 InitializeShareGroupStateRequest._encoders = {0: _e_InitializeShareGroupStateRequest_0}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_InitializeStateData_0', 'InitializeStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_InitializeStateData_0', 'InitializeStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_InitializeShareGroupStateRequest_0', 'InitializeShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_InitializeStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_InitializeShareGroupStateRequest_0', 'InitializeShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_InitializeStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -83,3 +83,8 @@ KRaftVersionRecord._spec = (
 )
 KRaftVersionRecord._decoders = {0: _d_KRaftVersionRecord_0}
 KRaftVersionRecord._encoders = {0: _e_KRaftVersionRecord_0}
+
+install_plans(globals(), (
+    ('_d_KRaftVersionRecord_0', 'KRaftVersionRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_KRaftVersionRecord_0', 'KRaftVersionRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -650,3 +650,32 @@ LeaderAndIsrResponse._spec = (
 )
 LeaderAndIsrResponse._decoders = {0: _d_LeaderAndIsrResponse_0, 1: _d_LeaderAndIsrResponse_0, 2: _d_LeaderAndIsrResponse_0, 3: _d_LeaderAndIsrResponse_0, 4: _d_LeaderAndIsrResponse_1, 5: _d_LeaderAndIsrResponse_2, 6: _d_LeaderAndIsrResponse_2, 7: _d_LeaderAndIsrResponse_2}
 LeaderAndIsrResponse._encoders = {0: _e_LeaderAndIsrResponse_0, 1: _e_LeaderAndIsrResponse_1, 2: _e_LeaderAndIsrResponse_2, 3: _e_LeaderAndIsrResponse_3, 4: _e_LeaderAndIsrResponse_4, 5: _e_LeaderAndIsrResponse_5, 6: _e_LeaderAndIsrResponse_6, 7: _e_LeaderAndIsrResponse_7}
+
+install_plans(globals(), (
+    ('_d_LeaderAndIsrPartitionError_0', 'LeaderAndIsrPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaderAndIsrPartitionError_1', 'LeaderAndIsrPartitionError', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderAndIsrPartitionError_2', 'LeaderAndIsrPartitionError', 4, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrPartitionError_0', 'LeaderAndIsrPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrPartitionError_1', 'LeaderAndIsrPartitionError', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrPartitionError_2', 'LeaderAndIsrPartitionError', 4, ((0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderAndIsrTopicError_0', 'LeaderAndIsrTopicError', 3, ((5, 0, 0, 0, 0, -1, None, ZERO_UUID), (5, 1, 0, 0, 0, -1, None, ()), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaderAndIsrTopicError_1', 'LeaderAndIsrTopicError', 3, ((5, 0, 0, 0, 0, -1, None, ZERO_UUID), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderAndIsrTopicError_2', 'LeaderAndIsrTopicError', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_LeaderAndIsrPartitionError_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrTopicError_0', 'LeaderAndIsrTopicError', 3, ((7, 0, 0, 0, 0, -1, None, ZERO_UUID), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_LeaderAndIsrTopicError_1', 'LeaderAndIsrTopicError', 3, ((7, 0, 0, 0, 0, -1, None, ZERO_UUID), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_LeaderAndIsrTopicError_2', 'LeaderAndIsrTopicError', 3, ((7, 0, 0, 0, 0, -1, None, ZERO_UUID), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_LeaderAndIsrTopicError_3', 'LeaderAndIsrTopicError', 3, ((7, 0, 0, 0, 0, -1, None, ZERO_UUID), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_LeaderAndIsrTopicError_4', 'LeaderAndIsrTopicError', 3, ((7, 0, 0, 0, 0, -1, None, ZERO_UUID), (7, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrTopicError_5', 'LeaderAndIsrTopicError', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_LeaderAndIsrPartitionError_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderAndIsrResponse_0', 'LeaderAndIsrResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_LeaderAndIsrPartitionError_0', None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaderAndIsrResponse_1', 'LeaderAndIsrResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_LeaderAndIsrPartitionError_1', None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderAndIsrResponse_2', 'LeaderAndIsrResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_LeaderAndIsrTopicError_2', None), (5, 1, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrResponse_0', 'LeaderAndIsrResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_LeaderAndIsrPartitionError_0', None), )),
+    ('_e_LeaderAndIsrResponse_1', 'LeaderAndIsrResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_LeaderAndIsrPartitionError_0', None), )),
+    ('_e_LeaderAndIsrResponse_2', 'LeaderAndIsrResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_LeaderAndIsrPartitionError_0', None), )),
+    ('_e_LeaderAndIsrResponse_3', 'LeaderAndIsrResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_LeaderAndIsrPartitionError_0', None), )),
+    ('_e_LeaderAndIsrResponse_4', 'LeaderAndIsrResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_LeaderAndIsrPartitionError_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrResponse_5', 'LeaderAndIsrResponse', 4, ((7, 1, 0, 0, 0, -1, None, ()), (0, 0, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_LeaderAndIsrTopicError_5', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrResponse_6', 'LeaderAndIsrResponse', 4, ((7, 1, 0, 0, 0, -1, None, ()), (0, 0, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_LeaderAndIsrTopicError_5', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderAndIsrResponse_7', 'LeaderAndIsrResponse', 4, ((7, 1, 0, 0, 0, -1, None, ()), (0, 0, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_LeaderAndIsrTopicError_5', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

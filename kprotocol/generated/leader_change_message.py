@@ -326,3 +326,14 @@ LeaderChangeMessage._spec = (
 )
 LeaderChangeMessage._decoders = {0: _d_LeaderChangeMessage_0, 1: _d_LeaderChangeMessage_1}
 LeaderChangeMessage._encoders = {0: _e_LeaderChangeMessage_0, 1: _e_LeaderChangeMessage_1}
+
+install_plans(globals(), (
+    ('_d_Voter_0', 'Voter', 3, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_Voter_1', 'Voter', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Voter_0', 'Voter', 3, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (0, 0, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Voter_1', 'Voter', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderChangeMessage_0', 'LeaderChangeMessage', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_Voter_0', None), (3, 3, 11, 1, 0, -1, '_d_Voter_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaderChangeMessage_1', 'LeaderChangeMessage', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_Voter_1', None), (3, 3, 11, 1, 0, -1, '_d_Voter_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderChangeMessage_0', 'LeaderChangeMessage', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_Voter_0', None), (3, 3, 11, 1, 0, -1, '_e_Voter_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderChangeMessage_1', 'LeaderChangeMessage', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_Voter_1', None), (3, 3, 11, 1, 0, -1, '_e_Voter_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

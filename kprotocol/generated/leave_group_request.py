@@ -465,3 +465,26 @@ LeaveGroupRequest._spec = (
 )
 LeaveGroupRequest._decoders = {0: _d_LeaveGroupRequest_0, 1: _d_LeaveGroupRequest_0, 2: _d_LeaveGroupRequest_0, 3: _d_LeaveGroupRequest_1, 4: _d_LeaveGroupRequest_2, 5: _d_LeaveGroupRequest_3}
 LeaveGroupRequest._encoders = {0: _e_LeaveGroupRequest_0, 1: _e_LeaveGroupRequest_1, 2: _e_LeaveGroupRequest_2, 3: _e_LeaveGroupRequest_3, 4: _e_LeaveGroupRequest_4, 5: _e_LeaveGroupRequest_5}
+
+install_plans(globals(), (
+    ('_d_MemberIdentity_0', 'MemberIdentity', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_MemberIdentity_1', 'MemberIdentity', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_MemberIdentity_2', 'MemberIdentity', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_MemberIdentity_3', 'MemberIdentity', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberIdentity_0', 'MemberIdentity', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberIdentity_1', 'MemberIdentity', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberIdentity_2', 'MemberIdentity', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberIdentity_3', 'MemberIdentity', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), )),
+    ('_e_MemberIdentity_4', 'MemberIdentity', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberIdentity_5', 'MemberIdentity', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaveGroupRequest_0', 'LeaveGroupRequest', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaveGroupRequest_1', 'LeaveGroupRequest', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_MemberIdentity_1', None), (5, 1, 0, 0, 0, -1, None, ''), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaveGroupRequest_2', 'LeaveGroupRequest', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_MemberIdentity_2', None), (5, 1, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaveGroupRequest_3', 'LeaveGroupRequest', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_MemberIdentity_3', None), (5, 1, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupRequest_0', 'LeaveGroupRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupRequest_1', 'LeaveGroupRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupRequest_2', 'LeaveGroupRequest', 4, ((7, 2, 0, 0, 0, -1, None, ()), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupRequest_3', 'LeaveGroupRequest', 4, ((7, 1, 0, 0, 0, -1, None, ''), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_MemberIdentity_3', None), )),
+    ('_e_LeaveGroupRequest_4', 'LeaveGroupRequest', 4, ((7, 1, 0, 0, 0, -1, None, ''), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_MemberIdentity_4', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupRequest_5', 'LeaveGroupRequest', 4, ((7, 1, 0, 0, 0, -1, None, ''), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_MemberIdentity_5', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

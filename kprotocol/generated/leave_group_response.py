@@ -365,3 +365,23 @@ LeaveGroupResponse._spec = (
 )
 LeaveGroupResponse._decoders = {0: _d_LeaveGroupResponse_0, 1: _d_LeaveGroupResponse_1, 2: _d_LeaveGroupResponse_1, 3: _d_LeaveGroupResponse_2, 4: _d_LeaveGroupResponse_3, 5: _d_LeaveGroupResponse_3}
 LeaveGroupResponse._encoders = {0: _e_LeaveGroupResponse_0, 1: _e_LeaveGroupResponse_1, 2: _e_LeaveGroupResponse_2, 3: _e_LeaveGroupResponse_3, 4: _e_LeaveGroupResponse_4, 5: _e_LeaveGroupResponse_4}
+
+install_plans(globals(), (
+    ('_d_MemberResponse_0', 'MemberResponse', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_MemberResponse_1', 'MemberResponse', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_MemberResponse_2', 'MemberResponse', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_MemberResponse_0', 'MemberResponse', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_MemberResponse_1', 'MemberResponse', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_MemberResponse_2', 'MemberResponse', 4, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), )),
+    ('_e_MemberResponse_3', 'MemberResponse', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_MemberResponse_4', 'MemberResponse', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_LeaveGroupResponse_0', 'LeaveGroupResponse', 4, ((0, 1, 2, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaveGroupResponse_1', 'LeaveGroupResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaveGroupResponse_2', 'LeaveGroupResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_MemberResponse_1', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_LeaveGroupResponse_3', 'LeaveGroupResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_MemberResponse_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupResponse_0', 'LeaveGroupResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupResponse_1', 'LeaveGroupResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupResponse_2', 'LeaveGroupResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_LeaveGroupResponse_3', 'LeaveGroupResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_MemberResponse_3', None), )),
+    ('_e_LeaveGroupResponse_4', 'LeaveGroupResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_MemberResponse_4', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

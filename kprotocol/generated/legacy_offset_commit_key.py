@@ -77,3 +77,8 @@ LegacyOffsetCommitKey._spec = (
 )
 LegacyOffsetCommitKey._decoders = {0: _d_LegacyOffsetCommitKey_0}
 LegacyOffsetCommitKey._encoders = {0: _e_LegacyOffsetCommitKey_0}
+
+install_plans(globals(), (
+    ('_d_LegacyOffsetCommitKey_0', 'LegacyOffsetCommitKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_LegacyOffsetCommitKey_0', 'LegacyOffsetCommitKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+))

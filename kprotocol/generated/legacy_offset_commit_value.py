@@ -76,3 +76,8 @@ LegacyOffsetCommitValue._spec = (
 )
 LegacyOffsetCommitValue._decoders = {0: _d_LegacyOffsetCommitValue_0}
 LegacyOffsetCommitValue._encoders = {0: _e_LegacyOffsetCommitValue_0}
+
+install_plans(globals(), (
+    ('_d_LegacyOffsetCommitValue_0', 'LegacyOffsetCommitValue', 4, ((0, 0, 4, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_LegacyOffsetCommitValue_0', 'LegacyOffsetCommitValue', 4, ((0, 0, 4, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), )),
+))

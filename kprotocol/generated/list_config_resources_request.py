@@ -124,3 +124,10 @@ ListConfigResourcesRequest._spec = (
 )
 ListConfigResourcesRequest._decoders = {0: _d_ListConfigResourcesRequest_0, 1: _d_ListConfigResourcesRequest_1}
 ListConfigResourcesRequest._encoders = {0: _e_ListConfigResourcesRequest_0, 1: _e_ListConfigResourcesRequest_1}
+
+install_plans(globals(), (
+    ('_d_ListConfigResourcesRequest_0', 'ListConfigResourcesRequest', 2, ((5, 0, 0, 0, 0, -1, None, ()), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_ListConfigResourcesRequest_1', 'ListConfigResourcesRequest', 2, ((3, 0, 1, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ListConfigResourcesRequest_0', 'ListConfigResourcesRequest', 2, ((7, 0, 0, 0, 0, -1, None, ()), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ListConfigResourcesRequest_1', 'ListConfigResourcesRequest', 2, ((3, 0, 1, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -284,3 +284,14 @@ ListConfigResourcesResponse._spec = (
 )
 ListConfigResourcesResponse._decoders = {0: _d_ListConfigResourcesResponse_0, 1: _d_ListConfigResourcesResponse_1}
 ListConfigResourcesResponse._encoders = {0: _e_ListConfigResourcesResponse_0, 1: _e_ListConfigResourcesResponse_1}
+
+install_plans(globals(), (
+    ('_d_ConfigResource_0', 'ConfigResource', 3, ((1, 0, 9, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 16), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ConfigResource_1', 'ConfigResource', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ConfigResource_0', 'ConfigResource', 3, ((1, 0, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ConfigResource_1', 'ConfigResource', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ListConfigResourcesResponse_0', 'ListConfigResourcesResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ConfigResource_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ListConfigResourcesResponse_1', 'ListConfigResourcesResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ConfigResource_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ListConfigResourcesResponse_0', 'ListConfigResourcesResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ConfigResource_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ListConfigResourcesResponse_1', 'ListConfigResourcesResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ConfigResource_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

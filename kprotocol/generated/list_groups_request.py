@@ -255,3 +255,16 @@ ListGroupsRequest._spec = (
 )
 ListGroupsRequest._decoders = {0: _d_ListGroupsRequest_0, 1: _d_ListGroupsRequest_0, 2: _d_ListGroupsRequest_0, 3: _d_ListGroupsRequest_1, 4: _d_ListGroupsRequest_2, 5: _d_ListGroupsRequest_3}
 ListGroupsRequest._encoders = {0: _e_ListGroupsRequest_0, 1: _e_ListGroupsRequest_1, 2: _e_ListGroupsRequest_2, 3: _e_ListGroupsRequest_3, 4: _e_ListGroupsRequest_4, 5: _e_ListGroupsRequest_5}
+
+install_plans(globals(), (
+    ('_d_ListGroupsRequest_0', 'ListGroupsRequest', 3, ((5, 0, 0, 0, 0, -1, None, ()), (5, 1, 0, 0, 0, -1, None, ()), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_ListGroupsRequest_1', 'ListGroupsRequest', 3, ((5, 0, 0, 0, 0, -1, None, ()), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ListGroupsRequest_2', 'ListGroupsRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ListGroupsRequest_3', 'ListGroupsRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsRequest_0', 'ListGroupsRequest', 3, ((7, 0, 0, 0, 0, -1, None, ()), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ListGroupsRequest_1', 'ListGroupsRequest', 3, ((7, 0, 0, 0, 0, -1, None, ()), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ListGroupsRequest_2', 'ListGroupsRequest', 3, ((7, 0, 0, 0, 0, -1, None, ()), (7, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ListGroupsRequest_3', 'ListGroupsRequest', 3, ((7, 0, 0, 0, 0, -1, None, ()), (7, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsRequest_4', 'ListGroupsRequest', 3, ((7, 1, 0, 0, 0, -1, None, ()), (3, 0, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsRequest_5', 'ListGroupsRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

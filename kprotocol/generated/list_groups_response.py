@@ -526,3 +526,24 @@ ListGroupsResponse._spec = (
 )
 ListGroupsResponse._decoders = {0: _d_ListGroupsResponse_0, 1: _d_ListGroupsResponse_1, 2: _d_ListGroupsResponse_1, 3: _d_ListGroupsResponse_2, 4: _d_ListGroupsResponse_3, 5: _d_ListGroupsResponse_4}
 ListGroupsResponse._encoders = {0: _e_ListGroupsResponse_0, 1: _e_ListGroupsResponse_1, 2: _e_ListGroupsResponse_1, 3: _e_ListGroupsResponse_2, 4: _e_ListGroupsResponse_3, 5: _e_ListGroupsResponse_4}
+
+install_plans(globals(), (
+    ('_d_ListedGroup_0', 'ListedGroup', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ''), (5, 3, 0, 0, 0, -1, None, ''), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_ListedGroup_1', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ''), (5, 3, 0, 0, 0, -1, None, ''), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ListedGroup_2', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ''), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ListedGroup_3', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListedGroup_0', 'ListedGroup', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+    ('_e_ListedGroup_1', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListedGroup_2', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListedGroup_3', 'ListedGroup', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ListGroupsResponse_0', 'ListGroupsResponse', 4, ((0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_ListedGroup_0', None), (5, 0, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ListGroupsResponse_1', 'ListGroupsResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_ListedGroup_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_ListGroupsResponse_2', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ListedGroup_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ListGroupsResponse_3', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ListedGroup_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ListGroupsResponse_4', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_ListedGroup_3', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsResponse_0', 'ListGroupsResponse', 4, ((0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_ListedGroup_0', None), )),
+    ('_e_ListGroupsResponse_1', 'ListGroupsResponse', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_ListedGroup_0', None), )),
+    ('_e_ListGroupsResponse_2', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ListedGroup_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsResponse_3', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ListedGroup_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ListGroupsResponse_4', 'ListGroupsResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_ListedGroup_3', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -316,3 +316,12 @@ ListPartitionReassignmentsResponse._spec = (
 )
 ListPartitionReassignmentsResponse._decoders = {0: _d_ListPartitionReassignmentsResponse_0}
 ListPartitionReassignmentsResponse._encoders = {0: _e_ListPartitionReassignmentsResponse_0}
+
+install_plans(globals(), (
+    ('_d_OngoingPartitionReassignment_0', 'OngoingPartitionReassignment', 5, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (3, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_OngoingPartitionReassignment_0', 'OngoingPartitionReassignment', 5, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (3, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_OngoingTopicReassignment_0', 'OngoingTopicReassignment', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OngoingPartitionReassignment_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OngoingTopicReassignment_0', 'OngoingTopicReassignment', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OngoingPartitionReassignment_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ListPartitionReassignmentsResponse_0', 'ListPartitionReassignmentsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_OngoingTopicReassignment_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListPartitionReassignmentsResponse_0', 'ListPartitionReassignmentsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_OngoingTopicReassignment_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -270,3 +270,12 @@ ListTransactionsRequest._spec = (
 )
 ListTransactionsRequest._decoders = {0: _d_ListTransactionsRequest_0, 1: _d_ListTransactionsRequest_1, 2: _d_ListTransactionsRequest_2}
 ListTransactionsRequest._encoders = {0: _e_ListTransactionsRequest_0, 1: _e_ListTransactionsRequest_1, 2: _e_ListTransactionsRequest_2}
+
+install_plans(globals(), (
+    ('_d_ListTransactionsRequest_0', 'ListTransactionsRequest', 5, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ListTransactionsRequest_1', 'ListTransactionsRequest', 5, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ListTransactionsRequest_2', 'ListTransactionsRequest', 5, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListTransactionsRequest_0', 'ListTransactionsRequest', 5, ((7, 2, 0, 0, 0, -1, None, -1), (7, 3, 0, 0, 0, -1, None, None), (3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListTransactionsRequest_1', 'ListTransactionsRequest', 5, ((7, 3, 0, 0, 0, -1, None, None), (3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListTransactionsRequest_2', 'ListTransactionsRequest', 5, ((3, 0, 9, 1, 0, -1, None, None), (3, 1, 4, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

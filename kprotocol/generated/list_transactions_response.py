@@ -214,3 +214,10 @@ ListTransactionsResponse._spec = (
 )
 ListTransactionsResponse._decoders = {0: _d_ListTransactionsResponse_0, 1: _d_ListTransactionsResponse_0, 2: _d_ListTransactionsResponse_0}
 ListTransactionsResponse._encoders = {0: _e_ListTransactionsResponse_0, 1: _e_ListTransactionsResponse_0, 2: _e_ListTransactionsResponse_0}
+
+install_plans(globals(), (
+    ('_d_TransactionState_0', 'TransactionState', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TransactionState_0', 'TransactionState', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ListTransactionsResponse_0', 'ListTransactionsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TransactionState_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ListTransactionsResponse_0', 'ListTransactionsResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TransactionState_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

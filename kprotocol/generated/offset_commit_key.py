@@ -77,3 +77,8 @@ OffsetCommitKey._spec = (
 )
 OffsetCommitKey._decoders = {0: _d_OffsetCommitKey_0}
 OffsetCommitKey._encoders = {0: _e_OffsetCommitKey_0}
+
+install_plans(globals(), (
+    ('_d_OffsetCommitKey_0', 'OffsetCommitKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetCommitKey_0', 'OffsetCommitKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+))

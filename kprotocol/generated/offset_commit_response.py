@@ -522,3 +522,24 @@ OffsetCommitResponse._spec = (
 )
 OffsetCommitResponse._decoders = {0: _d_OffsetCommitResponse_0, 1: _d_OffsetCommitResponse_0, 2: _d_OffsetCommitResponse_0, 3: _d_OffsetCommitResponse_1, 4: _d_OffsetCommitResponse_1, 5: _d_OffsetCommitResponse_1, 6: _d_OffsetCommitResponse_1, 7: _d_OffsetCommitResponse_1, 8: _d_OffsetCommitResponse_2, 9: _d_OffsetCommitResponse_2, 10: _d_OffsetCommitResponse_3}
 OffsetCommitResponse._encoders = {0: _e_OffsetCommitResponse_0, 1: _e_OffsetCommitResponse_0, 2: _e_OffsetCommitResponse_0, 3: _e_OffsetCommitResponse_1, 4: _e_OffsetCommitResponse_1, 5: _e_OffsetCommitResponse_1, 6: _e_OffsetCommitResponse_1, 7: _e_OffsetCommitResponse_1, 8: _e_OffsetCommitResponse_2, 9: _e_OffsetCommitResponse_2, 10: _e_OffsetCommitResponse_3}
+
+install_plans(globals(), (
+    ('_d_OffsetCommitResponsePartition_0', 'OffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitResponsePartition_1', 'OffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponsePartition_0', 'OffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponsePartition_1', 'OffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetCommitResponseTopic_0', 'OffsetCommitResponseTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_OffsetCommitResponsePartition_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitResponseTopic_1', 'OffsetCommitResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_OffsetCommitResponsePartition_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetCommitResponseTopic_2', 'OffsetCommitResponseTopic', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_OffsetCommitResponsePartition_1', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponseTopic_0', 'OffsetCommitResponseTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_OffsetCommitResponsePartition_0', None), )),
+    ('_e_OffsetCommitResponseTopic_1', 'OffsetCommitResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_OffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponseTopic_2', 'OffsetCommitResponseTopic', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_OffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetCommitResponse_0', 'OffsetCommitResponse', 3, ((3, 1, 11, 0, 0, -1, '_d_OffsetCommitResponseTopic_0', None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitResponse_1', 'OffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetCommitResponseTopic_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitResponse_2', 'OffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetCommitResponse_3', 'OffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OffsetCommitResponseTopic_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponse_0', 'OffsetCommitResponse', 3, ((3, 1, 11, 0, 0, -1, '_e_OffsetCommitResponseTopic_0', None), )),
+    ('_e_OffsetCommitResponse_1', 'OffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetCommitResponseTopic_0', None), )),
+    ('_e_OffsetCommitResponse_2', 'OffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitResponse_3', 'OffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OffsetCommitResponseTopic_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

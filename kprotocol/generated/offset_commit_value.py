@@ -197,3 +197,14 @@ OffsetCommitValue._spec = (
 )
 OffsetCommitValue._decoders = {0: _d_OffsetCommitValue_0, 1: _d_OffsetCommitValue_1, 2: _d_OffsetCommitValue_0, 3: _d_OffsetCommitValue_2, 4: _d_OffsetCommitValue_3}
 OffsetCommitValue._encoders = {0: _e_OffsetCommitValue_0, 1: _e_OffsetCommitValue_1, 2: _e_OffsetCommitValue_0, 3: _e_OffsetCommitValue_2, 4: _e_OffsetCommitValue_3}
+
+install_plans(globals(), (
+    ('_d_OffsetCommitValue_0', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_1', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_2', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_3', 'OffsetCommitValue', 6, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_0', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_1', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_2', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_3', 'OffsetCommitValue', 6, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

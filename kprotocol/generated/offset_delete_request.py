@@ -197,3 +197,12 @@ OffsetDeleteRequest._spec = (
 )
 OffsetDeleteRequest._decoders = {0: _d_OffsetDeleteRequest_0}
 OffsetDeleteRequest._encoders = {0: _e_OffsetDeleteRequest_0}
+
+install_plans(globals(), (
+    ('_d_OffsetDeleteRequestPartition_0', 'OffsetDeleteRequestPartition', 2, ((0, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteRequestPartition_0', 'OffsetDeleteRequestPartition', 2, ((0, 0, 3, 0, 0, -1, None, None), )),
+    ('_d_OffsetDeleteRequestTopic_0', 'OffsetDeleteRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetDeleteRequestPartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteRequestTopic_0', 'OffsetDeleteRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetDeleteRequestPartition_0', None), )),
+    ('_d_OffsetDeleteRequest_0', 'OffsetDeleteRequest', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetDeleteRequestTopic_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteRequest_0', 'OffsetDeleteRequest', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetDeleteRequestTopic_0', None), )),
+))

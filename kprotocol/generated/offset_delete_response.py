@@ -204,3 +204,12 @@ OffsetDeleteResponse._spec = (
 )
 OffsetDeleteResponse._decoders = {0: _d_OffsetDeleteResponse_0}
 OffsetDeleteResponse._encoders = {0: _e_OffsetDeleteResponse_0}
+
+install_plans(globals(), (
+    ('_d_OffsetDeleteResponsePartition_0', 'OffsetDeleteResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteResponsePartition_0', 'OffsetDeleteResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_d_OffsetDeleteResponseTopic_0', 'OffsetDeleteResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetDeleteResponsePartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteResponseTopic_0', 'OffsetDeleteResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetDeleteResponsePartition_0', None), )),
+    ('_d_OffsetDeleteResponse_0', 'OffsetDeleteResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_OffsetDeleteResponseTopic_0', None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_OffsetDeleteResponse_0', 'OffsetDeleteResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_OffsetDeleteResponseTopic_0', None), )),
+))

@@ -494,3 +494,26 @@ OffsetForLeaderEpochRequest._spec = (
 )
 OffsetForLeaderEpochRequest._decoders = {0: _d_OffsetForLeaderEpochRequest_0, 1: _d_OffsetForLeaderEpochRequest_0, 2: _d_OffsetForLeaderEpochRequest_1, 3: _d_OffsetForLeaderEpochRequest_2, 4: _d_OffsetForLeaderEpochRequest_3}
 OffsetForLeaderEpochRequest._encoders = {0: _e_OffsetForLeaderEpochRequest_0, 1: _e_OffsetForLeaderEpochRequest_0, 2: _e_OffsetForLeaderEpochRequest_1, 3: _e_OffsetForLeaderEpochRequest_2, 4: _e_OffsetForLeaderEpochRequest_3}
+
+install_plans(globals(), (
+    ('_d_OffsetForLeaderPartition_0', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderPartition_1', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderPartition_2', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderPartition_0', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderPartition_1', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderPartition_2', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetForLeaderTopic_0', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderPartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderTopic_1', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderPartition_1', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderTopic_2', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OffsetForLeaderPartition_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderTopic_0', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderPartition_0', None), )),
+    ('_e_OffsetForLeaderTopic_1', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderPartition_1', None), )),
+    ('_e_OffsetForLeaderTopic_2', 'OffsetForLeaderTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OffsetForLeaderPartition_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetForLeaderEpochRequest_0', 'OffsetForLeaderEpochRequest', 3, ((3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopic_0', None), (5, 0, 0, 0, 0, -1, None, -2), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochRequest_1', 'OffsetForLeaderEpochRequest', 3, ((3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopic_1', None), (5, 0, 0, 0, 0, -1, None, -2), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochRequest_2', 'OffsetForLeaderEpochRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopic_1', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochRequest_3', 'OffsetForLeaderEpochRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OffsetForLeaderTopic_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderEpochRequest_0', 'OffsetForLeaderEpochRequest', 3, ((3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopic_0', None), )),
+    ('_e_OffsetForLeaderEpochRequest_1', 'OffsetForLeaderEpochRequest', 3, ((3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopic_1', None), )),
+    ('_e_OffsetForLeaderEpochRequest_2', 'OffsetForLeaderEpochRequest', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopic_1', None), )),
+    ('_e_OffsetForLeaderEpochRequest_3', 'OffsetForLeaderEpochRequest', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OffsetForLeaderTopic_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -497,3 +497,26 @@ OffsetForLeaderEpochResponse._spec = (
 )
 OffsetForLeaderEpochResponse._decoders = {0: _d_OffsetForLeaderEpochResponse_0, 1: _d_OffsetForLeaderEpochResponse_1, 2: _d_OffsetForLeaderEpochResponse_2, 3: _d_OffsetForLeaderEpochResponse_2, 4: _d_OffsetForLeaderEpochResponse_3}
 OffsetForLeaderEpochResponse._encoders = {0: _e_OffsetForLeaderEpochResponse_0, 1: _e_OffsetForLeaderEpochResponse_1, 2: _e_OffsetForLeaderEpochResponse_2, 3: _e_OffsetForLeaderEpochResponse_2, 4: _e_OffsetForLeaderEpochResponse_3}
+
+install_plans(globals(), (
+    ('_d_EpochEndOffset_0', 'EpochEndOffset', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_EpochEndOffset_1', 'EpochEndOffset', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_EpochEndOffset_2', 'EpochEndOffset', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_EpochEndOffset_0', 'EpochEndOffset', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_EpochEndOffset_1', 'EpochEndOffset', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_EpochEndOffset_2', 'EpochEndOffset', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetForLeaderTopicResult_0', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_EpochEndOffset_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderTopicResult_1', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_EpochEndOffset_1', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderTopicResult_2', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_EpochEndOffset_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderTopicResult_0', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_EpochEndOffset_0', None), )),
+    ('_e_OffsetForLeaderTopicResult_1', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_EpochEndOffset_1', None), )),
+    ('_e_OffsetForLeaderTopicResult_2', 'OffsetForLeaderTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_EpochEndOffset_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetForLeaderEpochResponse_0', 'OffsetForLeaderEpochResponse', 3, ((3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopicResult_0', None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochResponse_1', 'OffsetForLeaderEpochResponse', 3, ((3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopicResult_1', None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochResponse_2', 'OffsetForLeaderEpochResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_OffsetForLeaderTopicResult_1', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetForLeaderEpochResponse_3', 'OffsetForLeaderEpochResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_OffsetForLeaderTopicResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetForLeaderEpochResponse_0', 'OffsetForLeaderEpochResponse', 3, ((3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopicResult_0', None), )),
+    ('_e_OffsetForLeaderEpochResponse_1', 'OffsetForLeaderEpochResponse', 3, ((3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopicResult_1', None), )),
+    ('_e_OffsetForLeaderEpochResponse_2', 'OffsetForLeaderEpochResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_OffsetForLeaderTopicResult_1', None), )),
+    ('_e_OffsetForLeaderEpochResponse_3', 'OffsetForLeaderEpochResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_OffsetForLeaderTopicResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -594,3 +594,26 @@ ProduceRequest._spec = (
 )
 ProduceRequest._decoders = {0: _d_ProduceRequest_0, 1: _d_ProduceRequest_0, 2: _d_ProduceRequest_0, 3: _d_ProduceRequest_1, 4: _d_ProduceRequest_1, 5: _d_ProduceRequest_1, 6: _d_ProduceRequest_1, 7: _d_ProduceRequest_1, 8: _d_ProduceRequest_1, 9: _d_ProduceRequest_2, 10: _d_ProduceRequest_2, 11: _d_ProduceRequest_2, 12: _d_ProduceRequest_2, 13: _d_ProduceRequest_3}
 ProduceRequest._encoders = {0: _e_ProduceRequest_0, 1: _e_ProduceRequest_1, 2: _e_ProduceRequest_2, 3: _e_ProduceRequest_3, 4: _e_ProduceRequest_3, 5: _e_ProduceRequest_3, 6: _e_ProduceRequest_3, 7: _e_ProduceRequest_3, 8: _e_ProduceRequest_3, 9: _e_ProduceRequest_4, 10: _e_ProduceRequest_4, 11: _e_ProduceRequest_4, 12: _e_ProduceRequest_4, 13: _e_ProduceRequest_5}
+
+install_plans(globals(), (
+    ('_d_PartitionProduceData_0', 'PartitionProduceData', 3, ((0, 0, 3, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_PartitionProduceData_1', 'PartitionProduceData', 3, ((0, 0, 3, 1, 0, -1, None, None), (2, 1, 10, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionProduceData_0', 'PartitionProduceData', 3, ((0, 0, 3, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), )),
+    ('_e_PartitionProduceData_1', 'PartitionProduceData', 3, ((0, 0, 3, 1, 0, -1, None, None), (2, 1, 10, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicProduceData_0', 'TopicProduceData', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_PartitionProduceData_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_TopicProduceData_1', 'TopicProduceData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionProduceData_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicProduceData_2', 'TopicProduceData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_PartitionProduceData_1', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicProduceData_0', 'TopicProduceData', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_PartitionProduceData_0', None), )),
+    ('_e_TopicProduceData_1', 'TopicProduceData', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionProduceData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicProduceData_2', 'TopicProduceData', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_PartitionProduceData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ProduceRequest_0', 'ProduceRequest', 5, ((0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_TopicProduceData_0', None), (5, 0, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_ProduceRequest_1', 'ProduceRequest', 5, ((1, 0, 9, 0, 1, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_TopicProduceData_0', None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_ProduceRequest_2', 'ProduceRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicProduceData_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ProduceRequest_3', 'ProduceRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicProduceData_2', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ProduceRequest_0', 'ProduceRequest', 5, ((7, 0, 0, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_TopicProduceData_0', None), )),
+    ('_e_ProduceRequest_1', 'ProduceRequest', 5, ((7, 0, 0, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_TopicProduceData_0', None), )),
+    ('_e_ProduceRequest_2', 'ProduceRequest', 5, ((7, 0, 0, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_TopicProduceData_0', None), )),
+    ('_e_ProduceRequest_3', 'ProduceRequest', 5, ((1, 0, 9, 0, 1, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_TopicProduceData_0', None), )),
+    ('_e_ProduceRequest_4', 'ProduceRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicProduceData_1', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ProduceRequest_5', 'ProduceRequest', 5, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicProduceData_2', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

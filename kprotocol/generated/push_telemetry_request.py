@@ -100,3 +100,8 @@ PushTelemetryRequest._spec = (
 )
 PushTelemetryRequest._decoders = {0: _d_PushTelemetryRequest_0}
 PushTelemetryRequest._encoders = {0: _e_PushTelemetryRequest_0}
+
+install_plans(globals(), (
+    ('_d_PushTelemetryRequest_0', 'PushTelemetryRequest', 6, ((0, 0, 8, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_PushTelemetryRequest_0', 'PushTelemetryRequest', 6, ((0, 0, 8, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -83,3 +83,8 @@ PushTelemetryResponse._spec = (
 )
 PushTelemetryResponse._decoders = {0: _d_PushTelemetryResponse_0}
 PushTelemetryResponse._encoders = {0: _e_PushTelemetryResponse_0}
+
+install_plans(globals(), (
+    ('_d_PushTelemetryResponse_0', 'PushTelemetryResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_PushTelemetryResponse_0', 'PushTelemetryResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -376,3 +376,14 @@ ReadShareGroupStateResponse._spec = (
 )
 ReadShareGroupStateResponse._decoders = {0: _d_ReadShareGroupStateResponse_0}
 ReadShareGroupStateResponse._encoders = {0: _e_ReadShareGroupStateResponse_0}
+
+install_plans(globals(), (
+    ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionResult_0', 'PartitionResult', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 4, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 4, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadStateResult_0', 'ReadStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadStateResult_0', 'ReadStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadShareGroupStateResponse_0', 'ReadShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_ReadStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadShareGroupStateResponse_0', 'ReadShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_ReadStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -265,3 +265,12 @@ ReadShareGroupStateSummaryRequest._spec = (
 )
 ReadShareGroupStateSummaryRequest._decoders = {0: _d_ReadShareGroupStateSummaryRequest_0, 1: _d_ReadShareGroupStateSummaryRequest_0}
 ReadShareGroupStateSummaryRequest._encoders = {0: _e_ReadShareGroupStateSummaryRequest_0, 1: _e_ReadShareGroupStateSummaryRequest_0}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadStateSummaryData_0', 'ReadStateSummaryData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadStateSummaryData_0', 'ReadStateSummaryData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadShareGroupStateSummaryRequest_0', 'ReadShareGroupStateSummaryRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ReadStateSummaryData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadShareGroupStateSummaryRequest_0', 'ReadShareGroupStateSummaryRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ReadStateSummaryData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

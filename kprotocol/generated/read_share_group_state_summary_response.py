@@ -452,3 +452,18 @@ ReadShareGroupStateSummaryResponse._spec = (
 )
 ReadShareGroupStateSummaryResponse._decoders = {0: _d_ReadShareGroupStateSummaryResponse_0, 1: _d_ReadShareGroupStateSummaryResponse_1}
 ReadShareGroupStateSummaryResponse._encoders = {0: _e_ReadShareGroupStateSummaryResponse_0, 1: _e_ReadShareGroupStateSummaryResponse_1}
+
+install_plans(globals(), (
+    ('_d_PartitionResult_0', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (5, 6, 0, 0, 0, -1, None, -1), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionResult_1', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 8, ((7, 6, 0, 0, 0, -1, None, -1), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_1', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadStateSummaryResult_0', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadStateSummaryResult_1', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadStateSummaryResult_0', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadStateSummaryResult_1', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadShareGroupStateSummaryResponse_0', 'ReadShareGroupStateSummaryResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_ReadStateSummaryResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_ReadShareGroupStateSummaryResponse_1', 'ReadShareGroupStateSummaryResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_ReadStateSummaryResult_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadShareGroupStateSummaryResponse_0', 'ReadShareGroupStateSummaryResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_ReadStateSummaryResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ReadShareGroupStateSummaryResponse_1', 'ReadShareGroupStateSummaryResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_ReadStateSummaryResult_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

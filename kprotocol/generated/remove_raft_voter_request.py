@@ -91,3 +91,8 @@ RemoveRaftVoterRequest._spec = (
 )
 RemoveRaftVoterRequest._decoders = {0: _d_RemoveRaftVoterRequest_0}
 RemoveRaftVoterRequest._encoders = {0: _e_RemoveRaftVoterRequest_0}
+
+install_plans(globals(), (
+    ('_d_RemoveRaftVoterRequest_0', 'RemoveRaftVoterRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_RemoveRaftVoterRequest_0', 'RemoveRaftVoterRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 8, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -114,3 +114,10 @@ RenewDelegationTokenRequest._spec = (
 )
 RenewDelegationTokenRequest._decoders = {0: _d_RenewDelegationTokenRequest_0, 1: _d_RenewDelegationTokenRequest_0, 2: _d_RenewDelegationTokenRequest_1}
 RenewDelegationTokenRequest._encoders = {0: _e_RenewDelegationTokenRequest_0, 1: _e_RenewDelegationTokenRequest_0, 2: _e_RenewDelegationTokenRequest_1}
+
+install_plans(globals(), (
+    ('_d_RenewDelegationTokenRequest_0', 'RenewDelegationTokenRequest', 3, ((2, 0, 10, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_RenewDelegationTokenRequest_1', 'RenewDelegationTokenRequest', 3, ((2, 0, 10, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_RenewDelegationTokenRequest_0', 'RenewDelegationTokenRequest', 3, ((2, 0, 10, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), )),
+    ('_e_RenewDelegationTokenRequest_1', 'RenewDelegationTokenRequest', 3, ((2, 0, 10, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -105,3 +105,10 @@ RenewDelegationTokenResponse._spec = (
 )
 RenewDelegationTokenResponse._decoders = {0: _d_RenewDelegationTokenResponse_0, 1: _d_RenewDelegationTokenResponse_0, 2: _d_RenewDelegationTokenResponse_1}
 RenewDelegationTokenResponse._encoders = {0: _e_RenewDelegationTokenResponse_0, 1: _e_RenewDelegationTokenResponse_0, 2: _e_RenewDelegationTokenResponse_1}
+
+install_plans(globals(), (
+    ('_d_RenewDelegationTokenResponse_0', 'RenewDelegationTokenResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_RenewDelegationTokenResponse_1', 'RenewDelegationTokenResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_RenewDelegationTokenResponse_0', 'RenewDelegationTokenResponse', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_RenewDelegationTokenResponse_1', 'RenewDelegationTokenResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

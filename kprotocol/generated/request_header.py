@@ -135,3 +135,12 @@ RequestHeader._spec = (
 )
 RequestHeader._decoders = {0: _d_RequestHeader_0, 1: _d_RequestHeader_1, 2: _d_RequestHeader_2}
 RequestHeader._encoders = {0: _e_RequestHeader_0, 1: _e_RequestHeader_1, 2: _e_RequestHeader_2}
+
+install_plans(globals(), (
+    ('_d_RequestHeader_0', 'RequestHeader', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ''), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_RequestHeader_1', 'RequestHeader', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_RequestHeader_2', 'RequestHeader', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_RequestHeader_0', 'RequestHeader', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+    ('_e_RequestHeader_1', 'RequestHeader', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), )),
+    ('_e_RequestHeader_2', 'RequestHeader', 5, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

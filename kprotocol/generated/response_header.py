@@ -99,3 +99,10 @@ ResponseHeader._spec = (
 )
 ResponseHeader._decoders = {0: _d_ResponseHeader_0, 1: _d_ResponseHeader_1}
 ResponseHeader._encoders = {0: _e_ResponseHeader_0, 1: _e_ResponseHeader_1}
+
+install_plans(globals(), (
+    ('_d_ResponseHeader_0', 'ResponseHeader', 2, ((0, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_ResponseHeader_1', 'ResponseHeader', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ResponseHeader_0', 'ResponseHeader', 2, ((0, 0, 3, 0, 0, -1, None, None), )),
+    ('_e_ResponseHeader_1', 'ResponseHeader', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

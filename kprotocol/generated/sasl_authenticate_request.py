@@ -100,3 +100,10 @@ SaslAuthenticateRequest._spec = (
 )
 SaslAuthenticateRequest._decoders = {0: _d_SaslAuthenticateRequest_0, 1: _d_SaslAuthenticateRequest_0, 2: _d_SaslAuthenticateRequest_1}
 SaslAuthenticateRequest._encoders = {0: _e_SaslAuthenticateRequest_0, 1: _e_SaslAuthenticateRequest_0, 2: _e_SaslAuthenticateRequest_1}
+
+install_plans(globals(), (
+    ('_d_SaslAuthenticateRequest_0', 'SaslAuthenticateRequest', 2, ((2, 0, 10, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_SaslAuthenticateRequest_1', 'SaslAuthenticateRequest', 2, ((2, 0, 10, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_SaslAuthenticateRequest_0', 'SaslAuthenticateRequest', 2, ((2, 0, 10, 0, 0, -1, None, None), )),
+    ('_e_SaslAuthenticateRequest_1', 'SaslAuthenticateRequest', 2, ((2, 0, 10, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

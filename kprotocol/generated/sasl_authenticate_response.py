@@ -169,3 +169,12 @@ SaslAuthenticateResponse._spec = (
 )
 SaslAuthenticateResponse._decoders = {0: _d_SaslAuthenticateResponse_0, 1: _d_SaslAuthenticateResponse_1, 2: _d_SaslAuthenticateResponse_2}
 SaslAuthenticateResponse._encoders = {0: _e_SaslAuthenticateResponse_0, 1: _e_SaslAuthenticateResponse_1, 2: _e_SaslAuthenticateResponse_2}
+
+install_plans(globals(), (
+    ('_d_SaslAuthenticateResponse_0', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (2, 2, 10, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, 0), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_SaslAuthenticateResponse_1', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (2, 2, 10, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_SaslAuthenticateResponse_2', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (2, 2, 10, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_SaslAuthenticateResponse_0', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (2, 2, 10, 0, 0, -1, None, None), )),
+    ('_e_SaslAuthenticateResponse_1', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (2, 2, 10, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_SaslAuthenticateResponse_2', 'SaslAuthenticateResponse', 5, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (2, 2, 10, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

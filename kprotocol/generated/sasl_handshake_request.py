@@ -59,3 +59,8 @@ SaslHandshakeRequest._spec = (
 )
 SaslHandshakeRequest._decoders = {0: _d_SaslHandshakeRequest_0, 1: _d_SaslHandshakeRequest_0}
 SaslHandshakeRequest._encoders = {0: _e_SaslHandshakeRequest_0, 1: _e_SaslHandshakeRequest_0}
+
+install_plans(globals(), (
+    ('_d_SaslHandshakeRequest_0', 'SaslHandshakeRequest', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_SaslHandshakeRequest_0', 'SaslHandshakeRequest', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

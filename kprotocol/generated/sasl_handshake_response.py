@@ -81,3 +81,8 @@ SaslHandshakeResponse._spec = (
 )
 SaslHandshakeResponse._decoders = {0: _d_SaslHandshakeResponse_0, 1: _d_SaslHandshakeResponse_0}
 SaslHandshakeResponse._encoders = {0: _e_SaslHandshakeResponse_0, 1: _e_SaslHandshakeResponse_0}
+
+install_plans(globals(), (
+    ('_d_SaslHandshakeResponse_0', 'SaslHandshakeResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_SaslHandshakeResponse_0', 'SaslHandshakeResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 9, 0, 0, -1, None, None), )),
+))

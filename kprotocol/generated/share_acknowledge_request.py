@@ -488,3 +488,17 @@ ShareAcknowledgeRequest._spec = (
 )
 ShareAcknowledgeRequest._decoders = {0: _d_ShareAcknowledgeRequest_0, 1: _d_ShareAcknowledgeRequest_0, 2: _d_ShareAcknowledgeRequest_1}
 ShareAcknowledgeRequest._encoders = {0: _e_ShareAcknowledgeRequest_0, 1: _e_ShareAcknowledgeRequest_1, 2: _e_ShareAcknowledgeRequest_2}
+
+install_plans(globals(), (
+    ('_d_AcknowledgementBatch_0', 'AcknowledgementBatch', 4, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_AcknowledgementBatch_0', 'AcknowledgementBatch', 4, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_AcknowledgePartition_0', 'AcknowledgePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AcknowledgementBatch_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AcknowledgePartition_0', 'AcknowledgePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AcknowledgementBatch_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_AcknowledgeTopic_0', 'AcknowledgeTopic', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_AcknowledgePartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_AcknowledgeTopic_0', 'AcknowledgeTopic', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_AcknowledgePartition_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareAcknowledgeRequest_0', 'ShareAcknowledgeRequest', 6, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_AcknowledgeTopic_0', None), (5, 3, 0, 0, 0, -1, None, False), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareAcknowledgeRequest_1', 'ShareAcknowledgeRequest', 6, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_AcknowledgeTopic_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeRequest_0', 'ShareAcknowledgeRequest', 6, ((7, 3, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_AcknowledgeTopic_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeRequest_1', 'ShareAcknowledgeRequest', 6, ((7, 3, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_AcknowledgeTopic_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeRequest_2', 'ShareAcknowledgeRequest', 6, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 0, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_AcknowledgeTopic_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -601,3 +601,19 @@ ShareAcknowledgeResponse._spec = (
 )
 ShareAcknowledgeResponse._decoders = {0: _d_ShareAcknowledgeResponse_0, 1: _d_ShareAcknowledgeResponse_0, 2: _d_ShareAcknowledgeResponse_1}
 ShareAcknowledgeResponse._encoders = {0: _e_ShareAcknowledgeResponse_0, 1: _e_ShareAcknowledgeResponse_1, 2: _e_ShareAcknowledgeResponse_2}
+
+install_plans(globals(), (
+    ('_d_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (4, 3, 11, 1, 0, -1, '_d_LeaderIdAndEpoch_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (4, 3, 11, 1, 0, -1, '_e_LeaderIdAndEpoch_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareAcknowledgeTopicResponse_0', 'ShareAcknowledgeTopicResponse', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeTopicResponse_0', 'ShareAcknowledgeTopicResponse', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_NodeEndpoint_0', 'NodeEndpoint', 5, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_NodeEndpoint_0', 'NodeEndpoint', 5, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareAcknowledgeResponse_0', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_d_NodeEndpoint_0', None), (5, 3, 0, 0, 0, -1, None, 0), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareAcknowledgeResponse_1', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_d_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeResponse_0', 'ShareAcknowledgeResponse', 7, ((7, 3, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeResponse_1', 'ShareAcknowledgeResponse', 7, ((7, 3, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeResponse_2', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+))

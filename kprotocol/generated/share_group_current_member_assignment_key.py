@@ -68,3 +68,8 @@ ShareGroupCurrentMemberAssignmentKey._spec = (
 )
 ShareGroupCurrentMemberAssignmentKey._decoders = {0: _d_ShareGroupCurrentMemberAssignmentKey_0}
 ShareGroupCurrentMemberAssignmentKey._encoders = {0: _e_ShareGroupCurrentMemberAssignmentKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupCurrentMemberAssignmentKey_0', 'ShareGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupCurrentMemberAssignmentKey_0', 'ShareGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

@@ -193,3 +193,10 @@ ShareGroupCurrentMemberAssignmentValue._spec = (
 )
 ShareGroupCurrentMemberAssignmentValue._decoders = {0: _d_ShareGroupCurrentMemberAssignmentValue_0}
 ShareGroupCurrentMemberAssignmentValue._encoders = {0: _e_ShareGroupCurrentMemberAssignmentValue_0}
+
+install_plans(globals(), (
+    ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupCurrentMemberAssignmentValue_0', 'ShareGroupCurrentMemberAssignmentValue', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicPartitions_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupCurrentMemberAssignmentValue_0', 'ShareGroupCurrentMemberAssignmentValue', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -103,3 +103,8 @@ ShareGroupDescribeRequest._spec = (
 )
 ShareGroupDescribeRequest._decoders = {0: _d_ShareGroupDescribeRequest_0, 1: _d_ShareGroupDescribeRequest_0}
 ShareGroupDescribeRequest._encoders = {0: _e_ShareGroupDescribeRequest_0, 1: _e_ShareGroupDescribeRequest_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupDescribeRequest_0', 'ShareGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupDescribeRequest_0', 'ShareGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

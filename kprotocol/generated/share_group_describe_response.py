@@ -552,3 +552,16 @@ ShareGroupDescribeResponse._spec = (
 )
 ShareGroupDescribeResponse._decoders = {0: _d_ShareGroupDescribeResponse_0, 1: _d_ShareGroupDescribeResponse_0}
 ShareGroupDescribeResponse._encoders = {0: _e_ShareGroupDescribeResponse_0, 1: _e_ShareGroupDescribeResponse_0}
+
+install_plans(globals(), (
+    ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_Assignment_0', 'Assignment', 2, ((3, 0, 11, 1, 0, -1, '_d_TopicPartitions_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_Assignment_0', 'Assignment', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_Member_0', 'Member', 8, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (3, 5, 9, 1, 0, -1, None, None), (4, 6, 11, 1, 0, -1, '_d_Assignment_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_Member_0', 'Member', 8, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (3, 5, 9, 1, 0, -1, None, None), (4, 6, 11, 1, 0, -1, '_e_Assignment_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribedGroup_0', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribedGroup_0', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupDescribeResponse_0', 'ShareGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DescribedGroup_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupDescribeResponse_0', 'ShareGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DescribedGroup_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -127,3 +127,8 @@ ShareGroupHeartbeatRequest._spec = (
 )
 ShareGroupHeartbeatRequest._decoders = {0: _d_ShareGroupHeartbeatRequest_0, 1: _d_ShareGroupHeartbeatRequest_0}
 ShareGroupHeartbeatRequest._encoders = {0: _e_ShareGroupHeartbeatRequest_0, 1: _e_ShareGroupHeartbeatRequest_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupHeartbeatRequest_0', 'ShareGroupHeartbeatRequest', 6, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 9, 1, 1, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupHeartbeatRequest_0', 'ShareGroupHeartbeatRequest', 6, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 9, 1, 1, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

@@ -68,3 +68,8 @@ ShareGroupMemberMetadataKey._spec = (
 )
 ShareGroupMemberMetadataKey._decoders = {0: _d_ShareGroupMemberMetadataKey_0}
 ShareGroupMemberMetadataKey._encoders = {0: _e_ShareGroupMemberMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupMemberMetadataKey_0', 'ShareGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupMemberMetadataKey_0', 'ShareGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

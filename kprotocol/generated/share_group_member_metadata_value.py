@@ -118,3 +118,8 @@ ShareGroupMemberMetadataValue._spec = (
 )
 ShareGroupMemberMetadataValue._decoders = {0: _d_ShareGroupMemberMetadataValue_0}
 ShareGroupMemberMetadataValue._encoders = {0: _e_ShareGroupMemberMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupMemberMetadataValue_0', 'ShareGroupMemberMetadataValue', 5, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (3, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupMemberMetadataValue_0', 'ShareGroupMemberMetadataValue', 5, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (3, 3, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

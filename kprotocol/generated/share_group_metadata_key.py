@@ -59,3 +59,8 @@ ShareGroupMetadataKey._spec = (
 )
 ShareGroupMetadataKey._decoders = {0: _d_ShareGroupMetadataKey_0}
 ShareGroupMetadataKey._encoders = {0: _e_ShareGroupMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupMetadataKey_0', 'ShareGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupMetadataKey_0', 'ShareGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -83,3 +83,8 @@ ShareGroupMetadataValue._spec = (
 )
 ShareGroupMetadataValue._decoders = {0: _d_ShareGroupMetadataValue_0}
 ShareGroupMetadataValue._encoders = {0: _e_ShareGroupMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupMetadataValue_0', 'ShareGroupMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupMetadataValue_0', 'ShareGroupMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

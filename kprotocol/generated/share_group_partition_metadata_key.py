@@ -59,3 +59,8 @@ ShareGroupPartitionMetadataKey._spec = (
 )
 ShareGroupPartitionMetadataKey._decoders = {0: _d_ShareGroupPartitionMetadataKey_0}
 ShareGroupPartitionMetadataKey._encoders = {0: _e_ShareGroupPartitionMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupPartitionMetadataKey_0', 'ShareGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupPartitionMetadataKey_0', 'ShareGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ ShareGroupStatePartitionMetadataKey._spec = (
 )
 ShareGroupStatePartitionMetadataKey._decoders = {0: _d_ShareGroupStatePartitionMetadataKey_0}
 ShareGroupStatePartitionMetadataKey._encoders = {0: _e_ShareGroupStatePartitionMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupStatePartitionMetadataKey_0', 'ShareGroupStatePartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupStatePartitionMetadataKey_0', 'ShareGroupStatePartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -318,3 +318,12 @@ ShareGroupStatePartitionMetadataValue._spec = (
 )
 ShareGroupStatePartitionMetadataValue._decoders = {0: _d_ShareGroupStatePartitionMetadataValue_0}
 ShareGroupStatePartitionMetadataValue._encoders = {0: _e_ShareGroupStatePartitionMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicInfo_0', 'TopicInfo', 3, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicInfo_0', 'TopicInfo', 3, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupStatePartitionMetadataValue_0', 'ShareGroupStatePartitionMetadataValue', 4, ((3, 0, 11, 1, 0, -1, '_d_TopicPartitionsInfo_0', None), (3, 1, 11, 1, 0, -1, '_d_TopicPartitionsInfo_0', None), (3, 2, 11, 1, 0, -1, '_d_TopicInfo_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupStatePartitionMetadataValue_0', 'ShareGroupStatePartitionMetadataValue', 4, ((3, 0, 11, 1, 0, -1, '_e_TopicPartitionsInfo_0', None), (3, 1, 11, 1, 0, -1, '_e_TopicPartitionsInfo_0', None), (3, 2, 11, 1, 0, -1, '_e_TopicInfo_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

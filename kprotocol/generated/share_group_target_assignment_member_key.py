@@ -68,3 +68,8 @@ ShareGroupTargetAssignmentMemberKey._spec = (
 )
 ShareGroupTargetAssignmentMemberKey._decoders = {0: _d_ShareGroupTargetAssignmentMemberKey_0}
 ShareGroupTargetAssignmentMemberKey._encoders = {0: _e_ShareGroupTargetAssignmentMemberKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupTargetAssignmentMemberKey_0', 'ShareGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupTargetAssignmentMemberKey_0', 'ShareGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

@@ -177,3 +177,10 @@ ShareGroupTargetAssignmentMemberValue._spec = (
 )
 ShareGroupTargetAssignmentMemberValue._decoders = {0: _d_ShareGroupTargetAssignmentMemberValue_0}
 ShareGroupTargetAssignmentMemberValue._encoders = {0: _e_ShareGroupTargetAssignmentMemberValue_0}
+
+install_plans(globals(), (
+    ('_d_TopicPartition_0', 'TopicPartition', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartition_0', 'TopicPartition', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupTargetAssignmentMemberValue_0', 'ShareGroupTargetAssignmentMemberValue', 2, ((3, 0, 11, 1, 0, -1, '_d_TopicPartition_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupTargetAssignmentMemberValue_0', 'ShareGroupTargetAssignmentMemberValue', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicPartition_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ ShareGroupTargetAssignmentMetadataKey._spec = (
 )
 ShareGroupTargetAssignmentMetadataKey._decoders = {0: _d_ShareGroupTargetAssignmentMetadataKey_0}
 ShareGroupTargetAssignmentMetadataKey._encoders = {0: _e_ShareGroupTargetAssignmentMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupTargetAssignmentMetadataKey_0', 'ShareGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareGroupTargetAssignmentMetadataKey_0', 'ShareGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -80,3 +80,8 @@ ShareGroupTargetAssignmentMetadataValue._spec = (
 )
 ShareGroupTargetAssignmentMetadataValue._decoders = {0: _d_ShareGroupTargetAssignmentMetadataValue_0}
 ShareGroupTargetAssignmentMetadataValue._encoders = {0: _e_ShareGroupTargetAssignmentMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -72,3 +72,8 @@ ShareSnapshotKey._spec = (
 )
 ShareSnapshotKey._decoders = {0: _d_ShareSnapshotKey_0}
 ShareSnapshotKey._encoders = {0: _e_ShareSnapshotKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareSnapshotKey_0', 'ShareSnapshotKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 8, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareSnapshotKey_0', 'ShareSnapshotKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 8, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+))

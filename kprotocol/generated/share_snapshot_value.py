@@ -189,3 +189,10 @@ ShareSnapshotValue._spec = (
 )
 ShareSnapshotValue._decoders = {0: _d_ShareSnapshotValue_0}
 ShareSnapshotValue._encoders = {0: _e_ShareSnapshotValue_0}
+
+install_plans(globals(), (
+    ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareSnapshotValue_0', 'ShareSnapshotValue', 6, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareSnapshotValue_0', 'ShareSnapshotValue', 6, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

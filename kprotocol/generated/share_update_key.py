@@ -72,3 +72,8 @@ ShareUpdateKey._spec = (
 )
 ShareUpdateKey._decoders = {1: _d_ShareUpdateKey_0}
 ShareUpdateKey._encoders = {1: _e_ShareUpdateKey_0}
+
+install_plans(globals(), (
+    ('_d_ShareUpdateKey_0', 'ShareUpdateKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 8, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_e_ShareUpdateKey_0', 'ShareUpdateKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 8, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), )),
+))

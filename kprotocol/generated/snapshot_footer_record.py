@@ -80,3 +80,8 @@ SnapshotFooterRecord._spec = (
 )
 SnapshotFooterRecord._decoders = {0: _d_SnapshotFooterRecord_0}
 SnapshotFooterRecord._encoders = {0: _e_SnapshotFooterRecord_0}
+
+install_plans(globals(), (
+    ('_d_SnapshotFooterRecord_0', 'SnapshotFooterRecord', 2, ((0, 0, 2, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_SnapshotFooterRecord_0', 'SnapshotFooterRecord', 2, ((0, 0, 2, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

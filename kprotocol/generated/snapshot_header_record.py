@@ -83,3 +83,8 @@ SnapshotHeaderRecord._spec = (
 )
 SnapshotHeaderRecord._decoders = {0: _d_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._encoders = {0: _e_SnapshotHeaderRecord_0}
+
+install_plans(globals(), (
+    ('_d_SnapshotHeaderRecord_0', 'SnapshotHeaderRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_SnapshotHeaderRecord_0', 'SnapshotHeaderRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

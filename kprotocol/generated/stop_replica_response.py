@@ -247,3 +247,14 @@ StopReplicaResponse._spec = (
 )
 StopReplicaResponse._decoders = {0: _d_StopReplicaResponse_0, 1: _d_StopReplicaResponse_0, 2: _d_StopReplicaResponse_1, 3: _d_StopReplicaResponse_1, 4: _d_StopReplicaResponse_1}
 StopReplicaResponse._encoders = {0: _e_StopReplicaResponse_0, 1: _e_StopReplicaResponse_0, 2: _e_StopReplicaResponse_1, 3: _e_StopReplicaResponse_1, 4: _e_StopReplicaResponse_1}
+
+install_plans(globals(), (
+    ('_d_StopReplicaPartitionError_0', 'StopReplicaPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_StopReplicaPartitionError_1', 'StopReplicaPartitionError', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_StopReplicaPartitionError_0', 'StopReplicaPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), )),
+    ('_e_StopReplicaPartitionError_1', 'StopReplicaPartitionError', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_StopReplicaResponse_0', 'StopReplicaResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_StopReplicaPartitionError_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_StopReplicaResponse_1', 'StopReplicaResponse', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_StopReplicaPartitionError_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_StopReplicaResponse_0', 'StopReplicaResponse', 3, ((0, 0, 2, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_StopReplicaPartitionError_0', None), )),
+    ('_e_StopReplicaResponse_1', 'StopReplicaResponse', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_StopReplicaPartitionError_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -68,3 +68,8 @@ StreamsGroupCurrentMemberAssignmentKey._spec = (
 )
 StreamsGroupCurrentMemberAssignmentKey._decoders = {0: _d_StreamsGroupCurrentMemberAssignmentKey_0}
 StreamsGroupCurrentMemberAssignmentKey._encoders = {0: _e_StreamsGroupCurrentMemberAssignmentKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupCurrentMemberAssignmentKey_0', 'StreamsGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupCurrentMemberAssignmentKey_0', 'StreamsGroupCurrentMemberAssignmentKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

@@ -306,3 +306,10 @@ StreamsGroupCurrentMemberAssignmentValue._spec = (
 )
 StreamsGroupCurrentMemberAssignmentValue._decoders = {0: _d_StreamsGroupCurrentMemberAssignmentValue_0}
 StreamsGroupCurrentMemberAssignmentValue._encoders = {0: _e_StreamsGroupCurrentMemberAssignmentValue_0}
+
+install_plans(globals(), (
+    ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_d_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
+))

@@ -103,3 +103,8 @@ StreamsGroupDescribeRequest._spec = (
 )
 StreamsGroupDescribeRequest._decoders = {0: _d_StreamsGroupDescribeRequest_0}
 StreamsGroupDescribeRequest._encoders = {0: _e_StreamsGroupDescribeRequest_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -1129,3 +1129,24 @@ StreamsGroupHeartbeatRequest._spec = (
 )
 StreamsGroupHeartbeatRequest._decoders = {0: _d_StreamsGroupHeartbeatRequest_0}
 StreamsGroupHeartbeatRequest._encoders = {0: _e_StreamsGroupHeartbeatRequest_0}
+
+install_plans(globals(), (
+    ('_d_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicInfo_0', 'TopicInfo', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_KeyValue_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicInfo_0', 'TopicInfo', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_KeyValue_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_CopartitionGroup_0', 'CopartitionGroup', 4, ((3, 0, 2, 1, 0, -1, None, None), (3, 1, 2, 1, 0, -1, None, None), (3, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CopartitionGroup_0', 'CopartitionGroup', 4, ((3, 0, 2, 1, 0, -1, None, None), (3, 1, 2, 1, 0, -1, None, None), (3, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_Subtopology_0', 'Subtopology', 8, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicInfo_0', None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_d_TopicInfo_0', None), (3, 6, 11, 1, 0, -1, '_d_CopartitionGroup_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_Subtopology_0', 'Subtopology', 8, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicInfo_0', None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_e_TopicInfo_0', None), (3, 6, 11, 1, 0, -1, '_e_CopartitionGroup_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_Topology_0', 'Topology', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_Subtopology_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Topology_0', 'Topology', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_Subtopology_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskOffset_0', 'TaskOffset', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskOffset_0', 'TaskOffset', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupHeartbeatRequest_0', 'StreamsGroupHeartbeatRequest', 18, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (4, 7, 11, 1, 1, 255, '_d_Topology_0', None), (3, 8, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 9, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_d_TaskIds_0', None), (1, 11, 9, 1, 1, -1, None, None), (4, 12, 11, 1, 1, 255, '_d_Endpoint_0', None), (3, 13, 11, 1, 1, -1, '_d_KeyValue_0', None), (3, 14, 11, 1, 1, -1, '_d_TaskOffset_0', None), (3, 15, 11, 1, 1, -1, '_d_TaskOffset_0', None), (0, 16, 0, 1, 0, -1, None, None), (6, 17, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupHeartbeatRequest_0', 'StreamsGroupHeartbeatRequest', 18, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 1, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (4, 7, 11, 1, 1, 255, '_e_Topology_0', None), (3, 8, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 9, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_e_TaskIds_0', None), (1, 11, 9, 1, 1, -1, None, None), (4, 12, 11, 1, 1, 255, '_e_Endpoint_0', None), (3, 13, 11, 1, 1, -1, '_e_KeyValue_0', None), (3, 14, 11, 1, 1, -1, '_e_TaskOffset_0', None), (3, 15, 11, 1, 1, -1, '_e_TaskOffset_0', None), (0, 16, 0, 1, 0, -1, None, None), (6, 17, 0, 0, 0, -1, None, None), )),
+))

@@ -672,3 +672,18 @@ StreamsGroupHeartbeatResponse._spec = (
 )
 StreamsGroupHeartbeatResponse._decoders = {0: _d_StreamsGroupHeartbeatResponse_0}
 StreamsGroupHeartbeatResponse._encoders = {0: _e_StreamsGroupHeartbeatResponse_0}
+
+install_plans(globals(), (
+    ('_d_Status_0', 'Status', 3, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Status_0', 'Status', 3, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicPartition_0', 'TopicPartition', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartition_0', 'TopicPartition', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_EndpointToPartitions_0', 'EndpointToPartitions', 4, ((4, 0, 11, 1, 0, -1, '_d_Endpoint_0', None), (3, 1, 11, 1, 0, -1, '_d_TopicPartition_0', None), (3, 2, 11, 1, 0, -1, '_d_TopicPartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_EndpointToPartitions_0', 'EndpointToPartitions', 4, ((4, 0, 11, 1, 0, -1, '_e_Endpoint_0', None), (3, 1, 11, 1, 0, -1, '_e_TopicPartition_0', None), (3, 2, 11, 1, 0, -1, '_e_TopicPartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 15, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 8, 11, 1, 1, -1, '_d_Status_0', None), (3, 9, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_d_TaskIds_0', None), (0, 12, 3, 1, 0, -1, None, None), (3, 13, 11, 1, 1, -1, '_d_EndpointToPartitions_0', None), (6, 14, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 15, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 8, 11, 1, 1, -1, '_e_Status_0', None), (3, 9, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_e_TaskIds_0', None), (0, 12, 3, 1, 0, -1, None, None), (3, 13, 11, 1, 1, -1, '_e_EndpointToPartitions_0', None), (6, 14, 0, 0, 0, -1, None, None), )),
+))

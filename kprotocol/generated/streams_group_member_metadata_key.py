@@ -68,3 +68,8 @@ StreamsGroupMemberMetadataKey._spec = (
 )
 StreamsGroupMemberMetadataKey._decoders = {0: _d_StreamsGroupMemberMetadataKey_0}
 StreamsGroupMemberMetadataKey._encoders = {0: _e_StreamsGroupMemberMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupMemberMetadataKey_0', 'StreamsGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupMemberMetadataKey_0', 'StreamsGroupMemberMetadataKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

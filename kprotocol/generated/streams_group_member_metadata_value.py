@@ -318,3 +318,12 @@ StreamsGroupMemberMetadataValue._spec = (
 )
 StreamsGroupMemberMetadataValue._decoders = {0: _d_StreamsGroupMemberMetadataValue_0}
 StreamsGroupMemberMetadataValue._encoders = {0: _e_StreamsGroupMemberMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupMemberMetadataValue_0', 'StreamsGroupMemberMetadataValue', 10, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (4, 7, 11, 1, 1, 255, '_d_Endpoint_0', None), (3, 8, 11, 1, 0, -1, '_d_KeyValue_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupMemberMetadataValue_0', 'StreamsGroupMemberMetadataValue', 10, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (4, 7, 11, 1, 1, 255, '_e_Endpoint_0', None), (3, 8, 11, 1, 0, -1, '_e_KeyValue_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ StreamsGroupMetadataKey._spec = (
 )
 StreamsGroupMetadataKey._decoders = {0: _d_StreamsGroupMetadataKey_0}
 StreamsGroupMetadataKey._encoders = {0: _e_StreamsGroupMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupMetadataKey_0', 'StreamsGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupMetadataKey_0', 'StreamsGroupMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

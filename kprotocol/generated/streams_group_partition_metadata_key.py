@@ -59,3 +59,8 @@ StreamsGroupPartitionMetadataKey._spec = (
 )
 StreamsGroupPartitionMetadataKey._decoders = {0: _d_StreamsGroupPartitionMetadataKey_0}
 StreamsGroupPartitionMetadataKey._encoders = {0: _e_StreamsGroupPartitionMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupPartitionMetadataKey_0', 'StreamsGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupPartitionMetadataKey_0', 'StreamsGroupPartitionMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -292,3 +292,12 @@ StreamsGroupPartitionMetadataValue._spec = (
 )
 StreamsGroupPartitionMetadataValue._decoders = {0: _d_StreamsGroupPartitionMetadataValue_0}
 StreamsGroupPartitionMetadataValue._encoders = {0: _e_StreamsGroupPartitionMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_PartitionMetadata_0', 'PartitionMetadata', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionMetadata_0', 'PartitionMetadata', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicMetadata_0', 'TopicMetadata', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_PartitionMetadata_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicMetadata_0', 'TopicMetadata', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_PartitionMetadata_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupPartitionMetadataValue_0', 'StreamsGroupPartitionMetadataValue', 2, ((3, 0, 11, 1, 0, -1, '_d_TopicMetadata_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupPartitionMetadataValue_0', 'StreamsGroupPartitionMetadataValue', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicMetadata_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

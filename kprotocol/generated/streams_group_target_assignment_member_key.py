@@ -68,3 +68,8 @@ StreamsGroupTargetAssignmentMemberKey._spec = (
 )
 StreamsGroupTargetAssignmentMemberKey._decoders = {0: _d_StreamsGroupTargetAssignmentMemberKey_0}
 StreamsGroupTargetAssignmentMemberKey._encoders = {0: _e_StreamsGroupTargetAssignmentMemberKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupTargetAssignmentMemberKey_0', 'StreamsGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupTargetAssignmentMemberKey_0', 'StreamsGroupTargetAssignmentMemberKey', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), )),
+))

@@ -222,3 +222,10 @@ StreamsGroupTargetAssignmentMemberValue._spec = (
 )
 StreamsGroupTargetAssignmentMemberValue._decoders = {0: _d_StreamsGroupTargetAssignmentMemberValue_0}
 StreamsGroupTargetAssignmentMemberValue._encoders = {0: _e_StreamsGroupTargetAssignmentMemberValue_0}
+
+install_plans(globals(), (
+    ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupTargetAssignmentMemberValue_0', 'StreamsGroupTargetAssignmentMemberValue', 4, ((3, 0, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 1, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 2, 11, 1, 0, -1, '_d_TaskIds_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupTargetAssignmentMemberValue_0', 'StreamsGroupTargetAssignmentMemberValue', 4, ((3, 0, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 1, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 2, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

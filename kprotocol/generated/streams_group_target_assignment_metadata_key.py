@@ -59,3 +59,8 @@ StreamsGroupTargetAssignmentMetadataKey._spec = (
 )
 StreamsGroupTargetAssignmentMetadataKey._decoders = {0: _d_StreamsGroupTargetAssignmentMetadataKey_0}
 StreamsGroupTargetAssignmentMetadataKey._encoders = {0: _e_StreamsGroupTargetAssignmentMetadataKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupTargetAssignmentMetadataKey_0', 'StreamsGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupTargetAssignmentMetadataKey_0', 'StreamsGroupTargetAssignmentMetadataKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -80,3 +80,8 @@ StreamsGroupTargetAssignmentMetadataValue._spec = (
 )
 StreamsGroupTargetAssignmentMetadataValue._decoders = {0: _d_StreamsGroupTargetAssignmentMetadataValue_0}
 StreamsGroupTargetAssignmentMetadataValue._encoders = {0: _e_StreamsGroupTargetAssignmentMetadataValue_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupTargetAssignmentMetadataValue_0', 'StreamsGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupTargetAssignmentMetadataValue_0', 'StreamsGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ StreamsGroupTargetAssignmentResolvedTopicIdsKey._spec = (
 )
 StreamsGroupTargetAssignmentResolvedTopicIdsKey._decoders = {0: _d_StreamsGroupTargetAssignmentResolvedTopicIdsKey_0}
 StreamsGroupTargetAssignmentResolvedTopicIdsKey._encoders = {0: _e_StreamsGroupTargetAssignmentResolvedTopicIdsKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupTargetAssignmentResolvedTopicIdsKey_0', 'StreamsGroupTargetAssignmentResolvedTopicIdsKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupTargetAssignmentResolvedTopicIdsKey_0', 'StreamsGroupTargetAssignmentResolvedTopicIdsKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

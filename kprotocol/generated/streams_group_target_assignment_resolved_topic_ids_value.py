@@ -194,3 +194,10 @@ StreamsGroupTargetAssignmentResolvedTopicIdsValue._spec = (
 )
 StreamsGroupTargetAssignmentResolvedTopicIdsValue._decoders = {0: _d_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0}
 StreamsGroupTargetAssignmentResolvedTopicIdsValue._encoders = {0: _e_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0}
+
+install_plans(globals(), (
+    ('_d_ResolvedTopicIds_0', 'ResolvedTopicIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ResolvedTopicIds_0', 'ResolvedTopicIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0', 'StreamsGroupTargetAssignmentResolvedTopicIdsValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_ResolvedTopicIds_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0', 'StreamsGroupTargetAssignmentResolvedTopicIdsValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_ResolvedTopicIds_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -59,3 +59,8 @@ StreamsGroupTopologyKey._spec = (
 )
 StreamsGroupTopologyKey._decoders = {0: _d_StreamsGroupTopologyKey_0}
 StreamsGroupTopologyKey._encoders = {0: _e_StreamsGroupTopologyKey_0}
+
+install_plans(globals(), (
+    ('_d_StreamsGroupTopologyKey_0', 'StreamsGroupTopologyKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_StreamsGroupTopologyKey_0', 'StreamsGroupTopologyKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

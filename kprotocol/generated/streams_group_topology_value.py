@@ -587,3 +587,16 @@ StreamsGroupTopologyValue._spec = (
 )
 StreamsGroupTopologyValue._decoders = {0: _d_StreamsGroupTopologyValue_0}
 StreamsGroupTopologyValue._encoders = {0: _e_StreamsGroupTopologyValue_0}
+
+install_plans(globals(), (
+    ('_d_TopicConfig_0', 'TopicConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicConfig_0', 'TopicConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicInfo_0', 'TopicInfo', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicConfig_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicInfo_0', 'TopicInfo', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicConfig_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_CopartitionGroup_0', 'CopartitionGroup', 4, ((3, 0, 2, 1, 0, -1, None, None), (3, 1, 2, 1, 0, -1, None, None), (3, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_CopartitionGroup_0', 'CopartitionGroup', 4, ((3, 0, 2, 1, 0, -1, None, None), (3, 1, 2, 1, 0, -1, None, None), (3, 2, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_Subtopology_0', 'Subtopology', 8, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicInfo_0', None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_d_TopicInfo_0', None), (3, 6, 11, 1, 0, -1, '_d_CopartitionGroup_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_Subtopology_0', 'Subtopology', 8, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicInfo_0', None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_e_TopicInfo_0', None), (3, 6, 11, 1, 0, -1, '_e_CopartitionGroup_0', None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupTopologyValue_0', 'StreamsGroupTopologyValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_Subtopology_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupTopologyValue_0', 'StreamsGroupTopologyValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_Subtopology_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -204,3 +204,14 @@ SyncGroupResponse._spec = (
 )
 SyncGroupResponse._decoders = {0: _d_SyncGroupResponse_0, 1: _d_SyncGroupResponse_1, 2: _d_SyncGroupResponse_1, 3: _d_SyncGroupResponse_1, 4: _d_SyncGroupResponse_2, 5: _d_SyncGroupResponse_3}
 SyncGroupResponse._encoders = {0: _e_SyncGroupResponse_0, 1: _e_SyncGroupResponse_1, 2: _e_SyncGroupResponse_1, 3: _e_SyncGroupResponse_1, 4: _e_SyncGroupResponse_2, 5: _e_SyncGroupResponse_3}
+
+install_plans(globals(), (
+    ('_d_SyncGroupResponse_0', 'SyncGroupResponse', 6, ((0, 1, 2, 0, 0, -1, None, None), (2, 4, 10, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_SyncGroupResponse_1', 'SyncGroupResponse', 6, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (2, 4, 10, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, ()), )),
+    ('_d_SyncGroupResponse_2', 'SyncGroupResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_SyncGroupResponse_3', 'SyncGroupResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_SyncGroupResponse_0', 'SyncGroupResponse', 6, ((0, 1, 2, 0, 0, -1, None, None), (2, 4, 10, 0, 0, -1, None, None), )),
+    ('_e_SyncGroupResponse_1', 'SyncGroupResponse', 6, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (2, 4, 10, 0, 0, -1, None, None), )),
+    ('_e_SyncGroupResponse_2', 'SyncGroupResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_SyncGroupResponse_3', 'SyncGroupResponse', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (2, 4, 10, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+))

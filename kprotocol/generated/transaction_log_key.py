@@ -59,3 +59,8 @@ TransactionLogKey._spec = (
 )
 TransactionLogKey._decoders = {0: _d_TransactionLogKey_0}
 TransactionLogKey._encoders = {0: _e_TransactionLogKey_0}
+
+install_plans(globals(), (
+    ('_d_TransactionLogKey_0', 'TransactionLogKey', 2, ((1, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_e_TransactionLogKey_0', 'TransactionLogKey', 2, ((1, 0, 9, 0, 0, -1, None, None), )),
+))

@@ -349,3 +349,14 @@ TransactionLogValue._spec = (
 )
 TransactionLogValue._decoders = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
 TransactionLogValue._encoders = {0: _e_TransactionLogValue_0, 1: _e_TransactionLogValue_1}
+
+install_plans(globals(), (
+    ('_d_PartitionsSchema_0', 'PartitionsSchema', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_PartitionsSchema_1', 'PartitionsSchema', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionsSchema_0', 'PartitionsSchema', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_PartitionsSchema_1', 'PartitionsSchema', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TransactionLogValue_0', 'TransactionLogValue', 11, ((0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (3, 6, 11, 0, 1, -1, '_d_PartitionsSchema_0', None), (0, 7, 4, 0, 0, -1, None, None), (0, 8, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 9, 0, 0, 0, -1, None, 0), (5, 10, 0, 0, 0, -1, None, ()), )),
+    ('_d_TransactionLogValue_1', 'TransactionLogValue', 11, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (3, 6, 11, 1, 1, -1, '_d_PartitionsSchema_1', None), (0, 7, 4, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 9, 0, 0, 0, -1, None, 0), (6, 10, 0, 0, 0, -1, None, None), )),
+    ('_e_TransactionLogValue_0', 'TransactionLogValue', 11, ((7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 9, 0, 0, 0, -1, None, 0), (0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (3, 6, 11, 0, 1, -1, '_e_PartitionsSchema_0', None), (0, 7, 4, 0, 0, -1, None, None), (0, 8, 4, 0, 0, -1, None, None), )),
+    ('_e_TransactionLogValue_1', 'TransactionLogValue', 11, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (3, 6, 11, 1, 1, -1, '_e_PartitionsSchema_1', None), (0, 7, 4, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 9, 0, 0, 0, -1, None, 0), (6, 10, 0, 0, 0, -1, None, None), )),
+))

@@ -362,3 +362,18 @@ TxnOffsetCommitResponse._spec = (
 )
 TxnOffsetCommitResponse._decoders = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_1, 4: _d_TxnOffsetCommitResponse_1, 5: _d_TxnOffsetCommitResponse_1}
 TxnOffsetCommitResponse._encoders = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_0, 2: _e_TxnOffsetCommitResponse_0, 3: _e_TxnOffsetCommitResponse_1, 4: _e_TxnOffsetCommitResponse_1, 5: _e_TxnOffsetCommitResponse_1}
+
+install_plans(globals(), (
+    ('_d_TxnOffsetCommitResponsePartition_0', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitResponsePartition_1', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponsePartition_0', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponsePartition_1', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitResponsePartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitResponsePartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponsePartition_0', None), )),
+    ('_e_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitResponse_0', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitResponseTopic_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitResponse_1', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponse_0', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponseTopic_0', None), )),
+    ('_e_TxnOffsetCommitResponse_1', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

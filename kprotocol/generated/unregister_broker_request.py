@@ -80,3 +80,8 @@ UnregisterBrokerRequest._spec = (
 )
 UnregisterBrokerRequest._decoders = {0: _d_UnregisterBrokerRequest_0}
 UnregisterBrokerRequest._encoders = {0: _e_UnregisterBrokerRequest_0}
+
+install_plans(globals(), (
+    ('_d_UnregisterBrokerRequest_0', 'UnregisterBrokerRequest', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_UnregisterBrokerRequest_0', 'UnregisterBrokerRequest', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -353,3 +353,16 @@ UpdateFeaturesRequest._spec = (
 )
 UpdateFeaturesRequest._decoders = {0: _d_UpdateFeaturesRequest_0, 1: _d_UpdateFeaturesRequest_1, 2: _d_UpdateFeaturesRequest_1}
 UpdateFeaturesRequest._encoders = {0: _e_UpdateFeaturesRequest_0, 1: _e_UpdateFeaturesRequest_1, 2: _e_UpdateFeaturesRequest_2}
+
+install_plans(globals(), (
+    ('_d_FeatureUpdateKey_0', 'FeatureUpdateKey', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, 1), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_FeatureUpdateKey_1', 'FeatureUpdateKey', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, False), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FeatureUpdateKey_0', 'FeatureUpdateKey', 5, ((7, 3, 0, 0, 0, -1, None, 1), (1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FeatureUpdateKey_1', 'FeatureUpdateKey', 5, ((7, 2, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_FeatureUpdateKey_2', 'FeatureUpdateKey', 5, ((7, 2, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 3, 1, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateFeaturesRequest_0', 'UpdateFeaturesRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_FeatureUpdateKey_0', None), (5, 2, 0, 0, 0, -1, None, False), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateFeaturesRequest_1', 'UpdateFeaturesRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_FeatureUpdateKey_1', None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateFeaturesRequest_0', 'UpdateFeaturesRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_FeatureUpdateKey_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateFeaturesRequest_1', 'UpdateFeaturesRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_FeatureUpdateKey_1', None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateFeaturesRequest_2', 'UpdateFeaturesRequest', 4, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_FeatureUpdateKey_2', None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

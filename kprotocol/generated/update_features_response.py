@@ -241,3 +241,12 @@ UpdateFeaturesResponse._spec = (
 )
 UpdateFeaturesResponse._decoders = {0: _d_UpdateFeaturesResponse_0, 1: _d_UpdateFeaturesResponse_0, 2: _d_UpdateFeaturesResponse_1}
 UpdateFeaturesResponse._encoders = {0: _e_UpdateFeaturesResponse_0, 1: _e_UpdateFeaturesResponse_0, 2: _e_UpdateFeaturesResponse_1}
+
+install_plans(globals(), (
+    ('_d_UpdatableFeatureResult_0', 'UpdatableFeatureResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdatableFeatureResult_0', 'UpdatableFeatureResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateFeaturesResponse_0', 'UpdateFeaturesResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_UpdatableFeatureResult_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateFeaturesResponse_1', 'UpdateFeaturesResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateFeaturesResponse_0', 'UpdateFeaturesResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_UpdatableFeatureResult_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateFeaturesResponse_1', 'UpdateFeaturesResponse', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+))

@@ -99,3 +99,10 @@ UpdateMetadataResponse._spec = (
 )
 UpdateMetadataResponse._decoders = {0: _d_UpdateMetadataResponse_0, 1: _d_UpdateMetadataResponse_0, 2: _d_UpdateMetadataResponse_0, 3: _d_UpdateMetadataResponse_0, 4: _d_UpdateMetadataResponse_0, 5: _d_UpdateMetadataResponse_0, 6: _d_UpdateMetadataResponse_1, 7: _d_UpdateMetadataResponse_1, 8: _d_UpdateMetadataResponse_1}
 UpdateMetadataResponse._encoders = {0: _e_UpdateMetadataResponse_0, 1: _e_UpdateMetadataResponse_0, 2: _e_UpdateMetadataResponse_0, 3: _e_UpdateMetadataResponse_0, 4: _e_UpdateMetadataResponse_0, 5: _e_UpdateMetadataResponse_0, 6: _e_UpdateMetadataResponse_1, 7: _e_UpdateMetadataResponse_1, 8: _e_UpdateMetadataResponse_1}
+
+install_plans(globals(), (
+    ('_d_UpdateMetadataResponse_0', 'UpdateMetadataResponse', 2, ((0, 0, 2, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_UpdateMetadataResponse_1', 'UpdateMetadataResponse', 2, ((0, 0, 2, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateMetadataResponse_0', 'UpdateMetadataResponse', 2, ((0, 0, 2, 0, 0, -1, None, None), )),
+    ('_e_UpdateMetadataResponse_1', 'UpdateMetadataResponse', 2, ((0, 0, 2, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -281,3 +281,12 @@ UpdateRaftVoterRequest._spec = (
 )
 UpdateRaftVoterRequest._decoders = {0: _d_UpdateRaftVoterRequest_0}
 UpdateRaftVoterRequest._encoders = {0: _e_UpdateRaftVoterRequest_0}
+
+install_plans(globals(), (
+    ('_d_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_KRaftVersionFeature_0', 'KRaftVersionFeature', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_KRaftVersionFeature_0', 'KRaftVersionFeature', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateRaftVoterRequest_0', 'UpdateRaftVoterRequest', 7, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_Listener_0', None), (4, 5, 11, 1, 0, -1, '_d_KRaftVersionFeature_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_UpdateRaftVoterRequest_0', 'UpdateRaftVoterRequest', 7, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_Listener_0', None), (4, 5, 11, 1, 0, -1, '_e_KRaftVersionFeature_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+))

@@ -632,3 +632,24 @@ VoteRequest._spec = (
 )
 VoteRequest._decoders = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1, 2: _d_VoteRequest_2}
 VoteRequest._encoders = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1, 2: _e_VoteRequest_2}
+
+install_plans(globals(), (
+    ('_d_PartitionData_0', 'PartitionData', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ZERO_UUID), (5, 4, 0, 0, 0, -1, None, ZERO_UUID), (5, 7, 0, 0, 0, -1, None, False), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_1', 'PartitionData', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (0, 4, 8, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (5, 7, 0, 0, 0, -1, None, False), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_2', 'PartitionData', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (0, 4, 8, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (0, 7, 0, 1, 0, -1, None, None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 9, ((7, 3, 0, 0, 0, -1, None, ZERO_UUID), (7, 7, 0, 0, 0, -1, None, False), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 9, ((7, 7, 0, 0, 0, -1, None, False), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (0, 4, 8, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_2', 'PartitionData', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 8, 1, 0, -1, None, None), (0, 4, 8, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (0, 7, 0, 1, 0, -1, None, None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicData_2', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_1', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicData_2', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_VoteRequest_0', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_0', None), (5, 1, 0, 0, 0, -1, None, -1), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_VoteRequest_1', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_VoteRequest_2', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_VoteRequest_0', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_VoteRequest_1', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_VoteRequest_2', 'VoteRequest', 4, ((1, 0, 9, 1, 1, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TopicData_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+))

@@ -362,3 +362,14 @@ VotersRecord._spec = (
 )
 VotersRecord._decoders = {0: _d_VotersRecord_0}
 VotersRecord._encoders = {0: _e_VotersRecord_0}
+
+install_plans(globals(), (
+    ('_d_Endpoint_0', 'Endpoint', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_Endpoint_0', 'Endpoint', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_KRaftVersionFeature_0', 'KRaftVersionFeature', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_KRaftVersionFeature_0', 'KRaftVersionFeature', 3, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_Voter_0', 'Voter', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_Endpoint_0', None), (4, 3, 11, 1, 0, -1, '_d_KRaftVersionFeature_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_Voter_0', 'Voter', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_Endpoint_0', None), (4, 3, 11, 1, 0, -1, '_e_KRaftVersionFeature_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_VotersRecord_0', 'VotersRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_Voter_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_VotersRecord_0', 'VotersRecord', 3, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_Voter_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

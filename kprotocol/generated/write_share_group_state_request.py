@@ -561,3 +561,20 @@ WriteShareGroupStateRequest._spec = (
 )
 WriteShareGroupStateRequest._decoders = {0: _d_WriteShareGroupStateRequest_0, 1: _d_WriteShareGroupStateRequest_1}
 WriteShareGroupStateRequest._encoders = {0: _e_WriteShareGroupStateRequest_0, 1: _e_WriteShareGroupStateRequest_1}
+
+install_plans(globals(), (
+    ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_0', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_d_StateBatch_0', None), (5, 4, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_PartitionData_1', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_0', 'PartitionData', 7, ((7, 4, 0, 0, 0, -1, None, -1), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionData_1', 'PartitionData', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (3, 5, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteStateData_0', 'WriteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteStateData_1', 'WriteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteStateData_0', 'WriteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteStateData_1', 'WriteStateData', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteShareGroupStateRequest_0', 'WriteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_WriteStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteShareGroupStateRequest_1', 'WriteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_WriteStateData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteShareGroupStateRequest_0', 'WriteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_WriteStateData_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteShareGroupStateRequest_1', 'WriteShareGroupStateRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_WriteStateData_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+))

@@ -263,3 +263,12 @@ WriteShareGroupStateResponse._spec = (
 )
 WriteShareGroupStateResponse._decoders = {0: _d_WriteShareGroupStateResponse_0, 1: _d_WriteShareGroupStateResponse_0}
 WriteShareGroupStateResponse._encoders = {0: _e_WriteShareGroupStateResponse_0, 1: _e_WriteShareGroupStateResponse_0}
+
+install_plans(globals(), (
+    ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteStateResult_0', 'WriteStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteStateResult_0', 'WriteStateResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteShareGroupStateResponse_0', 'WriteShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_WriteStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteShareGroupStateResponse_0', 'WriteShareGroupStateResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_WriteStateResult_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -520,3 +520,22 @@ WriteTxnMarkersRequest._spec = (
 )
 WriteTxnMarkersRequest._decoders = {0: _d_WriteTxnMarkersRequest_0, 1: _d_WriteTxnMarkersRequest_1, 2: _d_WriteTxnMarkersRequest_2}
 WriteTxnMarkersRequest._encoders = {0: _e_WriteTxnMarkersRequest_0, 1: _e_WriteTxnMarkersRequest_1, 2: _e_WriteTxnMarkersRequest_2}
+
+install_plans(globals(), (
+    ('_d_WritableTxnMarkerTopic_0', 'WritableTxnMarkerTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_WritableTxnMarkerTopic_1', 'WritableTxnMarkerTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerTopic_0', 'WritableTxnMarkerTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerTopic_1', 'WritableTxnMarkerTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WritableTxnMarker_0', 'WritableTxnMarker', 7, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_d_WritableTxnMarkerTopic_0', None), (0, 4, 3, 0, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, 0), (5, 6, 0, 0, 0, -1, None, ()), )),
+    ('_d_WritableTxnMarker_1', 'WritableTxnMarker', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_WritableTxnMarkerTopic_1', None), (0, 4, 3, 1, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, 0), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_WritableTxnMarker_2', 'WritableTxnMarker', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_WritableTxnMarkerTopic_1', None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarker_0', 'WritableTxnMarker', 7, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 0, 0, 0, -1, None, None), (3, 3, 11, 0, 0, -1, '_e_WritableTxnMarkerTopic_0', None), (0, 4, 3, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarker_1', 'WritableTxnMarker', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_WritableTxnMarkerTopic_1', None), (0, 4, 3, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarker_2', 'WritableTxnMarker', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_WritableTxnMarkerTopic_1', None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteTxnMarkersRequest_0', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 0, 0, -1, '_d_WritableTxnMarker_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_WriteTxnMarkersRequest_1', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_WritableTxnMarker_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteTxnMarkersRequest_2', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 1, 0, -1, '_d_WritableTxnMarker_2', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteTxnMarkersRequest_0', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 0, 0, -1, '_e_WritableTxnMarker_0', None), )),
+    ('_e_WriteTxnMarkersRequest_1', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_WritableTxnMarker_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteTxnMarkersRequest_2', 'WriteTxnMarkersRequest', 2, ((3, 0, 11, 1, 0, -1, '_e_WritableTxnMarker_2', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

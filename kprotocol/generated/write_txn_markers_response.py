@@ -477,3 +477,22 @@ WriteTxnMarkersResponse._spec = (
 )
 WriteTxnMarkersResponse._decoders = {0: _d_WriteTxnMarkersResponse_0, 1: _d_WriteTxnMarkersResponse_1, 2: _d_WriteTxnMarkersResponse_1}
 WriteTxnMarkersResponse._encoders = {0: _e_WriteTxnMarkersResponse_0, 1: _e_WriteTxnMarkersResponse_1, 2: _e_WriteTxnMarkersResponse_1}
+
+install_plans(globals(), (
+    ('_d_WritableTxnMarkerPartitionResult_0', 'WritableTxnMarkerPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_WritableTxnMarkerPartitionResult_1', 'WritableTxnMarkerPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerPartitionResult_0', 'WritableTxnMarkerPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerPartitionResult_1', 'WritableTxnMarkerPartitionResult', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WritableTxnMarkerTopicResult_0', 'WritableTxnMarkerTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_WritableTxnMarkerPartitionResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_WritableTxnMarkerTopicResult_1', 'WritableTxnMarkerTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_WritableTxnMarkerPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerTopicResult_0', 'WritableTxnMarkerTopicResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_WritableTxnMarkerPartitionResult_0', None), )),
+    ('_e_WritableTxnMarkerTopicResult_1', 'WritableTxnMarkerTopicResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_WritableTxnMarkerPartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WritableTxnMarkerResult_0', 'WritableTxnMarkerResult', 3, ((0, 0, 4, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_WritableTxnMarkerTopicResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
+    ('_d_WritableTxnMarkerResult_1', 'WritableTxnMarkerResult', 3, ((0, 0, 4, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_WritableTxnMarkerTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_WritableTxnMarkerResult_0', 'WritableTxnMarkerResult', 3, ((0, 0, 4, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_WritableTxnMarkerTopicResult_0', None), )),
+    ('_e_WritableTxnMarkerResult_1', 'WritableTxnMarkerResult', 3, ((0, 0, 4, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_WritableTxnMarkerTopicResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_WriteTxnMarkersResponse_0', 'WriteTxnMarkersResponse', 2, ((3, 0, 11, 0, 0, -1, '_d_WritableTxnMarkerResult_0', None), (5, 1, 0, 0, 0, -1, None, ()), )),
+    ('_d_WriteTxnMarkersResponse_1', 'WriteTxnMarkersResponse', 2, ((3, 0, 11, 1, 0, -1, '_d_WritableTxnMarkerResult_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_e_WriteTxnMarkersResponse_0', 'WriteTxnMarkersResponse', 2, ((3, 0, 11, 0, 0, -1, '_e_WritableTxnMarkerResult_0', None), )),
+    ('_e_WriteTxnMarkersResponse_1', 'WriteTxnMarkersResponse', 2, ((3, 0, 11, 1, 0, -1, '_e_WritableTxnMarkerResult_1', None), (6, 1, 0, 0, 0, -1, None, None), )),
+))

@@ -33,6 +33,7 @@ from kprotocol.runtime.primitives import (
     read_uvarint,
     write_tagged,
 )
+from kprotocol.runtime.accel import install_plans
 from kprotocol.runtime.struct import INHERIT, Field, Message, Struct, as_tuple, attribute
 
 _new = tuple.__new__
@@ -42,7 +43,7 @@ Writer = Callable[[bytes], object]
 
 __all__ = [
     "DecodeError", "Field", "INHERIT", "Message", "NULL_ARRAY", "NULL_COMPACT", "Struct", "ZERO_UUID", "_new", "array_len",
-    "as_tuple", "attribute", "bad_marker", "check_bool", "compact_len", "make_uuid", "null_field", "null_value", "pack_array",
+    "as_tuple", "attribute", "bad_marker", "check_bool", "compact_len", "install_plans", "make_uuid", "null_field", "null_value", "pack_array",
     "read_array_length", "read_bool", "read_bytes", "read_compact_array_length", "read_compact_bytes",
     "read_compact_string", "read_fixed_array", "read_string", "read_tag_header", "read_uvarint",
     "tag_size_mismatch", "tags_out_of_order", "unsupported_field", "wrap_decode_error", "wrap_encode_error",

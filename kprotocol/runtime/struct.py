@@ -115,12 +115,8 @@ class Message(Struct):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> Self:
         """Decode exactly `data` (all of it) at `version`."""
-        fn = cls._codec(cls._decoders, version)
         buf = data if type(data) is bytes else bytes(data)
-        try:
-            msg, pos = fn(buf, 0)
-        except DecodeError as exc:
-            raise exc.within(cls.__name__) from None
+        msg, pos = cls.decode_prefix(buf, version, 0)
         if pos != len(buf):
             raise TrailingBytesError(f"{len(buf) - pos} bytes left after the message", pos, cls.__name__)
         return msg
@@ -131,6 +127,12 @@ class Message(Struct):
         fn = cls._codec(cls._decoders, version)
         try:
             return fn(data, offset)
+        except DecodeError as exc:
+            pure = cls.__dict__.get("_py_decoders")
+            if pure is None:
+                raise exc.within(cls.__name__) from None
+        try:  # the compiled path failed somewhere inside: rerun in Python for the full field path
+            return pure[version](data, offset)
         except DecodeError as exc:
             raise exc.within(cls.__name__) from None
 
@@ -144,8 +146,16 @@ class Message(Struct):
         fn = self._codec(self._encoders, version)
         try:
             fn(self, write)
+            return
+        except EncodeError as exc:
+            pure = type(self).__dict__.get("_py_encoders")
+            if pure is None:
+                raise exc.within(type(self).__name__) from None
+        try:  # rerun in Python for the full field path
+            pure[version](self, lambda _: None)
         except EncodeError as exc:
             raise exc.within(type(self).__name__) from None
+        raise AssertionError("compiled and Python encoders disagree")  # pragma: no cover
 
     def to_json(self, version: int) -> dict[str, Any]:
         from kprotocol.runtime.json_codec import struct_to_json

@@ -1,0 +1,585 @@
+/* Optional compiled fast path for generated codecs.
+ *
+ * A Plan runs a small table of field operations (emitted by codegen next to the Python
+ * decoders and encoders) for one struct at one version. It handles the common, canonical
+ * case only: whenever anything is unusual (a non-empty tagged-field section, a bad length,
+ * invalid UTF-8, a value out of range...) it hands the whole struct to the generated Python
+ * function, which either handles it or raises the precise DecodeError/EncodeError. So the
+ * Python code stays the reference and this file never has to reproduce its error messages.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { K_BOOL, K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_UINT32, K_FLOAT64, K_UUID,
+       K_STRING, K_BYTES, K_STRUCT };
+enum { OP_FIXED, OP_STRING, OP_BYTES, OP_ARRAY, OP_STRUCT, OP_CONST, OP_TAGS, OP_CHECK };
+
+static const int FIXED_SIZE[] = {1, 1, 2, 4, 8, 2, 4, 8, 16};
+
+typedef struct PlanObject PlanObject;
+
+typedef struct {
+    int op, slot, kind, flex, nullable, marker;
+    PlanObject *sub; /* borrowed from PlanObject.refs */
+    PyObject *value; /* borrowed from PlanObject.refs */
+} Op;
+
+struct PlanObject {
+    PyObject_HEAD
+    PyTypeObject *cls;
+    Py_ssize_t nslots;
+    Op *ops;
+    Py_ssize_t nops;
+    PyObject *fallback;
+    PyObject *refs; /* the op tuple, keeps subs and values alive */
+};
+
+static PyObject *make_uuid = NULL;
+static PyObject *empty_tuple = NULL;
+
+/* ------------------------------------------------------------------ decoding */
+
+typedef struct {
+    PyObject *src;
+    const unsigned char *buf;
+    Py_ssize_t len;
+} Src;
+
+/* Minimal unsigned varint of at most 5 bytes; -1 on anything else. */
+static int read_uvarint(const Src *s, Py_ssize_t *pos, uint32_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= s->len) return -1;
+        unsigned char b = s->buf[p++];
+        result |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            if (b == 0 && shift) return -1;
+            if (result > 0xffffffffu) return -1;
+            *out = (uint32_t)result;
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 28) return -1;
+    }
+}
+
+static inline uint64_t be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* NULL without an exception means "not canonical: let Python decide". */
+static PyObject *read_fixed(int kind, const unsigned char *p) {
+    switch (kind) {
+    case K_BOOL:
+        if (p[0] == 1) Py_RETURN_TRUE;
+        if (p[0] == 0) Py_RETURN_FALSE;
+        return NULL;
+    case K_INT8: return PyLong_FromLong((int8_t)p[0]);
+    case K_INT16: return PyLong_FromLong((int16_t)be(p, 2));
+    case K_INT32: return PyLong_FromLong((int32_t)be(p, 4));
+    case K_INT64: return PyLong_FromLongLong((int64_t)be(p, 8));
+    case K_UINT16: return PyLong_FromLong((long)be(p, 2));
+    case K_UINT32: return PyLong_FromUnsignedLong((unsigned long)be(p, 4));
+    case K_FLOAT64: {
+        uint64_t bits = be(p, 8);
+        double d;
+        memcpy(&d, &bits, 8);
+        return PyFloat_FromDouble(d);
+    }
+    case K_UUID: {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)p, 16);
+        if (!raw) return NULL;
+        PyObject *u = PyObject_CallOneArg(make_uuid, raw);
+        Py_DECREF(raw);
+        return u;
+    }
+    }
+    PyErr_SetString(PyExc_SystemError, "bad fixed kind");
+    return NULL;
+}
+
+/* Length prefix of a string/bytes/array: sets *isnull; -1 when not canonical. */
+static int read_length(const Src *s, Py_ssize_t *pos, int flex, int width, Py_ssize_t *length, int *isnull) {
+    *isnull = 0;
+    if (flex) {
+        uint32_t n;
+        if (read_uvarint(s, pos, &n) < 0) return -1;
+        if (n == 0) { *isnull = 1; return 0; }
+        *length = (Py_ssize_t)n - 1;
+        return 0;
+    }
+    if (*pos + width > s->len) return -1;
+    int64_t v = width == 2 ? (int16_t)be(s->buf + *pos, 2) : (int32_t)be(s->buf + *pos, 4);
+    *pos += width;
+    if (v == -1) { *isnull = 1; return 0; }
+    if (v < -1) return -1;
+    *length = (Py_ssize_t)v;
+    return 0;
+}
+
+static PyObject *read_string(const Src *s, Py_ssize_t *pos, int flex, int nullable) {
+    Py_ssize_t n = 0;
+    int isnull;
+    if (read_length(s, pos, flex, 2, &n, &isnull) < 0) return NULL;
+    if (isnull) {
+        if (!nullable) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (n > 0x7fff || *pos + n > s->len) return NULL;
+    PyObject *r = PyUnicode_DecodeUTF8((const char *)s->buf + *pos, n, NULL);
+    if (!r) { PyErr_Clear(); return NULL; }
+    *pos += n;
+    return r;
+}
+
+static PyObject *read_bytes(const Src *s, Py_ssize_t *pos, int flex, int nullable) {
+    Py_ssize_t n = 0;
+    int isnull;
+    if (read_length(s, pos, flex, 4, &n, &isnull) < 0) return NULL;
+    if (isnull) {
+        if (!nullable) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (*pos + n > s->len) return NULL;
+    PyObject *r = PyBytes_FromStringAndSize((const char *)s->buf + *pos, n);
+    *pos += n;
+    return r;
+}
+
+static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos);
+
+static PyObject *read_element(const Op *op, const Src *s, Py_ssize_t *pos) {
+    int kind = op->kind;
+    if (kind <= K_UUID) {
+        if (*pos + FIXED_SIZE[kind] > s->len) return NULL;
+        PyObject *v = read_fixed(kind, s->buf + *pos);
+        if (v) *pos += FIXED_SIZE[kind];
+        return v;
+    }
+    if (kind == K_STRING) return read_string(s, pos, op->flex, 0);
+    if (kind == K_BYTES) return read_bytes(s, pos, op->flex, 0);
+    return decode_struct(op->sub, s, pos);
+}
+
+static PyObject *read_array(const Op *op, const Src *s, Py_ssize_t *pos) {
+    Py_ssize_t n = 0;
+    int isnull;
+    if (read_length(s, pos, op->flex, 4, &n, &isnull) < 0) return NULL;
+    if (isnull) {
+        if (!op->nullable) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (n > s->len - *pos) return NULL;
+    PyObject *t = PyTuple_New(n);
+    if (!t) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = read_element(op, s, pos);
+        if (!v) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+/* Run the ops; NULL without an exception asks for the Python fallback. */
+static PyObject *decode_ops(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
+    PyObject *obj = pl->cls->tp_alloc(pl->cls, pl->nslots);
+    if (!obj) return NULL;
+    for (Py_ssize_t i = 0; i < pl->nops; i++) {
+        const Op *op = &pl->ops[i];
+        PyObject *v = NULL;
+        switch (op->op) {
+        case OP_FIXED:
+            if (*pos + FIXED_SIZE[op->kind] > s->len) break;
+            v = read_fixed(op->kind, s->buf + *pos);
+            if (v) *pos += FIXED_SIZE[op->kind];
+            break;
+        case OP_STRING: v = read_string(s, pos, op->flex, op->nullable); break;
+        case OP_BYTES: v = read_bytes(s, pos, op->flex, op->nullable); break;
+        case OP_ARRAY: v = read_array(op, s, pos); break;
+        case OP_STRUCT:
+            if (op->marker >= 0) {
+                if (*pos >= s->len) break;
+                unsigned char m = s->buf[*pos];
+                if (m == op->marker) { (*pos)++; v = Py_NewRef(Py_None); break; }
+                if (m != 1) break;
+                (*pos)++;
+            }
+            v = decode_struct(op->sub, s, pos);
+            break;
+        case OP_CONST: v = Py_NewRef(op->value); break;
+        case OP_TAGS:
+            if (*pos < s->len && s->buf[*pos] == 0) { (*pos)++; v = Py_NewRef(empty_tuple); }
+            break;
+        }
+        if (!v) { Py_DECREF(obj); return NULL; }
+        PyTuple_SET_ITEM(obj, op->slot, v);
+    }
+    return obj;
+}
+
+static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
+    Py_ssize_t start = *pos;
+    PyObject *obj = decode_ops(pl, s, pos);
+    if (obj || PyErr_Occurred()) return obj;
+    PyObject *r = PyObject_CallFunction(pl->fallback, "On", s->src, start);
+    if (!r) return NULL;
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_SystemError, "fallback decoder must return (value, pos)");
+        return NULL;
+    }
+    obj = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+    *pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 1));
+    Py_DECREF(r);
+    return obj;
+}
+
+/* ------------------------------------------------------------------ encoding */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int reserve(Out *o, Py_ssize_t n) {
+    if (o->len + n <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + n) cap *= 2;
+    char *b = PyMem_Realloc(o->buf, cap);
+    if (!b) { PyErr_NoMemory(); return -1; }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+static int put(Out *o, const void *data, Py_ssize_t n) {
+    if (reserve(o, n) < 0) return -1;
+    memcpy(o->buf + o->len, data, n);
+    o->len += n;
+    return 0;
+}
+
+static int put_be(Out *o, uint64_t v, int n) {
+    if (reserve(o, n) < 0) return -1;
+    for (int i = n - 1; i >= 0; i--) { o->buf[o->len + i] = (char)(v & 0xff); v >>= 8; }
+    o->len += n;
+    return 0;
+}
+
+static int put_uvarint(Out *o, uint64_t v) {
+    if (reserve(o, 10) < 0) return -1;
+    while (v >= 0x80) { o->buf[o->len++] = (char)((v & 0x7f) | 0x80); v >>= 7; }
+    o->buf[o->len++] = (char)v;
+    return 0;
+}
+
+/* 0 written, 1 not canonical (Python decides), -1 error. */
+#define ANOMALY 1
+
+static int write_fixed(Out *o, int kind, PyObject *v) {
+    if (kind == K_BOOL) {
+        if (v == Py_True) return put_be(o, 1, 1);
+        if (v == Py_False) return put_be(o, 0, 1);
+        return ANOMALY;
+    }
+    if (kind == K_FLOAT64) {
+        if (!PyFloat_Check(v)) return ANOMALY;
+        double d = PyFloat_AS_DOUBLE(v);
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        return put_be(o, bits, 8);
+    }
+    if (kind == K_UUID) {
+        PyObject *raw = PyObject_GetAttrString(v, "bytes");
+        if (!raw) { PyErr_Clear(); return ANOMALY; }
+        int rc = ANOMALY;
+        if (PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) == 16) rc = put(o, PyBytes_AS_STRING(raw), 16);
+        Py_DECREF(raw);
+        return rc;
+    }
+    if (!PyLong_Check(v)) return ANOMALY;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return ANOMALY; }
+    switch (kind) {
+    case K_INT8: if (x < -128 || x > 127) return ANOMALY; return put_be(o, (uint64_t)x, 1);
+    case K_INT16: if (x < -32768 || x > 32767) return ANOMALY; return put_be(o, (uint64_t)x, 2);
+    case K_INT32: if (x < INT32_MIN || x > INT32_MAX) return ANOMALY; return put_be(o, (uint64_t)x, 4);
+    case K_INT64: return put_be(o, (uint64_t)x, 8);
+    case K_UINT16: if (x < 0 || x > 0xffff) return ANOMALY; return put_be(o, (uint64_t)x, 2);
+    case K_UINT32: if (x < 0 || x > 0xffffffffLL) return ANOMALY; return put_be(o, (uint64_t)x, 4);
+    }
+    PyErr_SetString(PyExc_SystemError, "bad fixed kind");
+    return -1;
+}
+
+static int put_length(Out *o, int flex, int width, Py_ssize_t n) {
+    if (flex) return put_uvarint(o, (uint64_t)n + 1);
+    return put_be(o, (uint64_t)(int64_t)n, width);
+}
+
+static int put_null(Out *o, int flex, int width) {
+    if (flex) return put_be(o, 0, 1);
+    return put_be(o, UINT64_MAX, width);
+}
+
+static int write_string(Out *o, PyObject *v, int flex, int nullable) {
+    if (v == Py_None) return nullable ? put_null(o, flex, 2) : ANOMALY;
+    if (!PyUnicode_Check(v)) return ANOMALY;
+    Py_ssize_t n;
+    const char *data = PyUnicode_AsUTF8AndSize(v, &n);
+    if (!data) { PyErr_Clear(); return ANOMALY; }
+    if (n > 0x7fff) return ANOMALY;
+    if (put_length(o, flex, 2, n) < 0) return -1;
+    return put(o, data, n);
+}
+
+static int write_bytes(Out *o, PyObject *v, int flex, int nullable) {
+    if (v == Py_None) return nullable ? put_null(o, flex, 4) : ANOMALY;
+    if (!PyBytes_Check(v)) return ANOMALY;
+    Py_ssize_t n = PyBytes_GET_SIZE(v);
+    if (put_length(o, flex, 4, n) < 0) return -1;
+    return put(o, PyBytes_AS_STRING(v), n);
+}
+
+static int encode_struct(PlanObject *pl, Out *o, PyObject *obj);
+
+static int write_array(Out *o, const Op *op, PyObject *v) {
+    if (v == Py_None) return op->nullable ? put_null(o, op->flex, 4) : ANOMALY;
+    if (!PyTuple_Check(v) && !PyList_Check(v)) return ANOMALY;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    PyObject **items = PySequence_Fast_ITEMS(v);
+    if (put_length(o, op->flex, 4, n) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int rc;
+        if (op->kind <= K_UUID) rc = write_fixed(o, op->kind, items[i]);
+        else if (op->kind == K_STRING) rc = write_string(o, items[i], op->flex, 0);
+        else if (op->kind == K_BYTES) rc = write_bytes(o, items[i], op->flex, 0);
+        else rc = encode_struct(op->sub, o, items[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int encode_ops(PlanObject *pl, Out *o, PyObject *obj) {
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != pl->nslots) return ANOMALY;
+    for (Py_ssize_t i = 0; i < pl->nops; i++) {
+        const Op *op = &pl->ops[i];
+        PyObject *v = PyTuple_GET_ITEM(obj, op->slot);
+        int rc = 0;
+        switch (op->op) {
+        case OP_FIXED: rc = write_fixed(o, op->kind, v); break;
+        case OP_STRING: rc = write_string(o, v, op->flex, op->nullable); break;
+        case OP_BYTES: rc = write_bytes(o, v, op->flex, op->nullable); break;
+        case OP_ARRAY: rc = write_array(o, op, v); break;
+        case OP_STRUCT:
+            if (op->marker >= 0) {
+                if (v == Py_None) { rc = put_be(o, (uint64_t)op->marker, 1); break; }
+                if (put_be(o, 1, 1) < 0) return -1;
+            }
+            rc = encode_struct(op->sub, o, v);
+            break;
+        case OP_CHECK: {
+            int ne = PyObject_RichCompareBool(v, op->value, Py_NE);
+            if (ne < 0) { PyErr_Clear(); return ANOMALY; }
+            rc = ne ? ANOMALY : 0;
+            break;
+        }
+        case OP_TAGS:
+            if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 0) return ANOMALY;
+            rc = put_be(o, 0, 1);
+            break;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int encode_struct(PlanObject *pl, Out *o, PyObject *obj) {
+    Py_ssize_t start = o->len;
+    int rc = encode_ops(pl, o, obj);
+    if (rc <= 0) return rc;
+    /* Not canonical for the fast path: let the generated Python encoder write this struct. */
+    o->len = start;
+    PyObject *parts = PyList_New(0);
+    if (!parts) return -1;
+    PyObject *append = PyObject_GetAttrString(parts, "append");
+    PyObject *r = append ? PyObject_CallFunctionObjArgs(pl->fallback, obj, append, NULL) : NULL;
+    Py_XDECREF(append);
+    if (!r) { Py_DECREF(parts); return -1; }
+    Py_DECREF(r);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(parts, i), &view, PyBUF_SIMPLE) < 0) { Py_DECREF(parts); return -1; }
+        int prc = put(o, view.buf, view.len);
+        PyBuffer_Release(&view);
+        if (prc < 0) { Py_DECREF(parts); return -1; }
+    }
+    Py_DECREF(parts);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ Plan type */
+
+static void Plan_dealloc(PlanObject *self) {
+    PyObject_GC_UnTrack(self);
+    PyMem_Free(self->ops);
+    Py_XDECREF(self->cls);
+    Py_XDECREF(self->fallback);
+    Py_XDECREF(self->refs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->cls);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->refs);
+    return 0;
+}
+
+static PyTypeObject PlanType;
+
+static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *cls, *ops, *fallback;
+    Py_ssize_t nslots;
+    if (!PyArg_ParseTuple(args, "O!nO!O", &PyType_Type, &cls, &nslots, &PyTuple_Type, &ops, &fallback)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "plan class must be a tuple subclass");
+        return NULL;
+    }
+    PlanObject *self = (PlanObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->cls = (PyTypeObject *)Py_NewRef(cls);
+    self->nslots = nslots;
+    self->fallback = Py_NewRef(fallback);
+    self->refs = Py_NewRef(ops);
+    self->nops = PyTuple_GET_SIZE(ops);
+    self->ops = PyMem_Calloc(self->nops ? self->nops : 1, sizeof(Op));
+    if (!self->ops) { Py_DECREF(self); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < self->nops; i++) {
+        PyObject *t = PyTuple_GET_ITEM(ops, i);
+        Op *op = &self->ops[i];
+        PyObject *sub, *value;
+        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "iiiiiiOO", &op->op, &op->slot, &op->kind, &op->flex,
+                                                   &op->nullable, &op->marker, &sub, &value)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad op");
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (op->slot < 0 || op->slot >= nslots || op->op < OP_FIXED || op->op > OP_CHECK ||
+            op->kind < K_BOOL || op->kind > K_STRUCT) {
+            PyErr_Format(PyExc_ValueError, "op %zd out of range", i);
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (sub != Py_None) {
+            if (!PyObject_TypeCheck(sub, &PlanType)) {
+                PyErr_SetString(PyExc_TypeError, "sub must be a Plan");
+                Py_DECREF(self);
+                return NULL;
+            }
+            op->sub = (PlanObject *)sub;
+        } else if ((op->op == OP_STRUCT) || (op->op == OP_ARRAY && op->kind == K_STRUCT)) {
+            PyErr_SetString(PyExc_TypeError, "struct op without a sub plan");
+            Py_DECREF(self);
+            return NULL;
+        }
+        op->value = value;
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *Plan_decode(PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "decode(buf: bytes, pos: int)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    Src s = {args[0], (const unsigned char *)PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0])};
+    if (pos < 0 || pos > s.len) return PyObject_Vectorcall(self->fallback, args, nargs, NULL);
+    PyObject *obj = decode_struct(self, &s, &pos);
+    if (!obj) return NULL;
+    PyObject *r = Py_BuildValue("(Nn)", obj, pos);
+    return r;
+}
+
+/* A scratch buffer reused across calls (when not already in use), so large messages do not
+   pay for fresh pages on every encode. */
+static Out scratch = {NULL, 0, 0};
+static int scratch_busy = 0;
+
+static PyObject *Plan_encode(PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode(obj, write)");
+        return NULL;
+    }
+    int own = !scratch_busy;
+    Out local = {NULL, 0, 0};
+    Out *o = own ? &scratch : &local;
+    scratch_busy = 1;
+    o->len = 0;
+    int rc = encode_struct(self, o, args[0]);
+    PyObject *data = rc < 0 ? NULL : PyBytes_FromStringAndSize(o->buf ? o->buf : "", o->len);
+    if (own) {
+        scratch_busy = 0;
+        if (scratch.cap > (1 << 24)) { PyMem_Free(scratch.buf); scratch = (Out){NULL, 0, 0}; }
+    } else {
+        PyMem_Free(local.buf);
+    }
+    if (!data) return NULL;
+    PyObject *r = PyObject_CallOneArg(args[1], data);
+    Py_DECREF(data);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Plan_methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))Plan_decode, METH_FASTCALL, "decode(buf, pos) -> (obj, pos)"},
+    {"encode", (PyCFunction)(void (*)(void))Plan_encode, METH_FASTCALL, "encode(obj, write) -> None"},
+    {NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol._speedups.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Plan(cls, nslots, ops, fallback): compiled codec of one struct at one version.",
+    .tp_new = Plan_new,
+    .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_traverse = (traverseproc)Plan_traverse,
+    .tp_methods = Plan_methods,
+};
+
+static PyObject *configure(PyObject *mod, PyObject *fn) {
+    Py_XSETREF(make_uuid, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_O, "configure(make_uuid): set the uuid constructor."},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kprotocol._speedups", "Compiled fast path for generated codecs.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&PlanType) < 0) return NULL;
+    empty_tuple = PyTuple_New(0);
+    if (!empty_tuple) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}
