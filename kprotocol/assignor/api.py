@@ -12,17 +12,19 @@ import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .errors import TaskAssignmentError
 
 RACK_STRATEGIES = ("none", "min_traffic", "balance_subtopology")
 
 
-def task_sort_key(task_id: str) -> tuple:
+def task_sort_key(task_id: str) -> tuple[int, int, str, int]:
     """Numeric subtopologies first (by number), then named ones; then by partition."""
     sub, _, part = task_id.rpartition("_")
-    return (0, int(sub), "", int(part)) if sub.isdigit() else (1, 0, sub, int(part))
+    if sub.isdigit():
+        return (0, int(sub), "", int(part))
+    return (1, 0, sub, int(part))
 
 
 def subtopology_of(task_id: str) -> str:
@@ -116,8 +118,7 @@ class AssignedTaskType(enum.Enum):
     WARMUP = "warmup"
 
 
-@dataclass(frozen=True)
-class AssignedTask:
+class AssignedTask(NamedTuple):
     id: str
     type: AssignedTaskType
 

@@ -8,7 +8,7 @@ then deals the rest round-robin in proportion to the remaining room, which sprea
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -66,18 +66,18 @@ def deal(count: int, room: Sequence[int]) -> list[int]:
     return slot_proc[order][:count].tolist()
 
 
-def placements(tasks: Sequence[int], quota: list[int], capacity: Sequence[int], load: list[int],
-               keep: Callable[[int], int], preferred: Callable[[int], Sequence[tuple[int, int]]]) -> dict[int, int]:
+def placements(tasks: Iterable[int], quota: list[int], capacity: Sequence[int], load: list[int],
+               keep: Sequence[int], preferred: Mapping[int, Sequence[tuple[int, int]]]) -> dict[int, int]:
     """Place `tasks` within `quota` (load counts tasks already placed; it is updated).
 
-    1. `keep(t)`: the previous owner, kept while under quota (in the order of `tasks`);
-    2. `preferred(t)`: (rank, process) candidates, lowest rank then least loaded first;
+    1. `keep[t]`: the previous owner (or -1), kept while under quota (in the order of `tasks`);
+    2. `preferred[t]`: (rank, process) candidates, lowest rank then least loaded first;
     3. the rest is dealt over the remaining room.
     """
     owner: dict[int, int] = {}
     rest = []
     for t in tasks:
-        p = keep(t)
+        p = keep[t]
         if p >= 0 and load[p] < quota[p]:
             owner[t] = p
             load[p] += 1
@@ -86,7 +86,7 @@ def placements(tasks: Sequence[int], quota: list[int], capacity: Sequence[int], 
     unplaced = []
     for t in rest:
         best = None
-        for rank, p in preferred(t):
+        for rank, p in preferred.get(t, ()):
             if load[p] < quota[p]:
                 key = (rank, load[p] / capacity[p], p)
                 if best is None or key < best:

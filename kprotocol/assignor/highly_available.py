@@ -62,12 +62,12 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
         return any(p != problem.prev_active[t] and spare[p] > 0 and lag <= problem.acceptable_lag
                    for p, lag in problem.state_lags[t].items())
 
-    def by_lag(t: int) -> list[tuple[int, int]]:
-        return [(0 if lag <= problem.acceptable_lag else lag, p) for p, lag in problem.state_lags[t].items()]
-
     keep_order = sorted(stateful, key=lambda t: (caught_up_elsewhere(t), t))
     owner = placements(keep_order, quota, problem.capacity, [0] * problem.num_processes,
-                       keep=problem.prev_active.__getitem__, preferred=by_lag)
+                       keep=problem.prev_active,
+                       preferred={t: [(0 if lag <= problem.acceptable_lag else lag, p)
+                                      for p, lag in problem.state_lags[t].items()]
+                                  for t in stateful if problem.state_lags[t]})
     target = [-1] * problem.num_tasks
     for t, p in owner.items():
         target[t] = p
@@ -130,7 +130,7 @@ def place_stateless(problem: Problem, configs: AssignmentConfigs, stateless: lis
             previous[problem.prev_active[t]] += 1
     quota = fill_quotas(problem.capacity, base, len(stateless), previous)
     owner = placements(stateless, quota, problem.capacity, [0] * problem.num_processes,
-                       keep=problem.prev_active.__getitem__, preferred=lambda t: ())
+                       keep=problem.prev_active, preferred={})
     for t, p in owner.items():
         active[t] = p
     optimize_for_racks(problem, configs, stateless, active, stateful=False)

@@ -31,7 +31,7 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         prev_any.update(prev_active)
         previous = [sum(1 for t in actives if prev_active.get(t) == i) for i in range(len(group))]
         owner = placements(range(len(actives)), even_quotas(ones, len(actives), previous), ones,
-                           [0] * len(group), keep=lambda i: prev_active.get(actives[i], -1), preferred=lambda i: ())
+                           [0] * len(group), keep=[prev_active.get(t, -1) for t in actives], preferred={})
         load = [0] * len(group)
         for i, m in owner.items():
             result[group[m].member_id]["active"].append(actives[i])
@@ -39,7 +39,7 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         previous = [sum(1 for t, _ in others if prev_any.get(t) == i) for i in range(len(group))]
         quota = fill_quotas(ones, load, len(others), previous)
         owner = placements(range(len(others)), quota, ones, [0] * len(group),
-                           keep=lambda i: prev_any.get(others[i][0], -1), preferred=lambda i: ())
+                           keep=[prev_any.get(t, -1) for t, _ in others], preferred={})
         for i, m in owner.items():
             task, role = others[i]
             result[group[m].member_id][role].append(task)

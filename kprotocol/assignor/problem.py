@@ -50,11 +50,12 @@ class Problem:
 
 
 def build_problem(state: ApplicationState) -> Problem:
-    task_ids = sorted(state.all_tasks, key=task_sort_key)
+    all_tasks = state.all_tasks
+    task_ids = sorted(all_tasks, key=task_sort_key)
     index = {t: i for i, t in enumerate(task_ids)}
     subs: dict[str, int] = {}
-    subtopology = [subs.setdefault(state.all_tasks[t].subtopology, len(subs)) for t in task_ids]
-    stateful = [state.all_tasks[t].is_stateful for t in task_ids]
+    subtopology = [subs.setdefault(t.rpartition("_")[0], len(subs)) for t in task_ids]
+    stateful = [all_tasks[t].is_stateful for t in task_ids]
     process_ids = sorted(state.kafka_streams_states)
     clients = [state.kafka_streams_states[p] for p in process_ids]
     prev_active = [-1] * len(task_ids)
@@ -74,9 +75,10 @@ def build_problem(state: ApplicationState) -> Problem:
             i = index.get(t)
             if i is not None and stateful[i]:
                 state_lags[i][p] = lag
-    for i, t in enumerate(task_ids):
-        if stateful[i] and prev_active[i] >= 0:
-            state_lags[i][prev_active[i]] = 0
+    for i, p in enumerate(prev_active):
+        if p >= 0 and stateful[i]:
+            state_lags[i][p] = 0
+    with_racks = any(c.rack_id is not None for c in clients)
     return Problem(
         task_ids=task_ids,
         subtopology=subtopology,
@@ -88,10 +90,10 @@ def build_problem(state: ApplicationState) -> Problem:
         prev_active=prev_active,
         prev_standby=prev_standby,
         state_lags=state_lags,
-        end_offset=[end_offsets.get(t, 0) if stateful[i] else 0 for i, t in enumerate(task_ids)],
+        end_offset=[end_offsets.get(t, 0) if sf else 0 for t, sf in zip(task_ids, stateful)],
         acceptable_lag=state.assignment_configs.acceptable_recovery_lag,
-        source_racks=[_racks(state, t, changelog=False) for t in task_ids],
-        changelog_racks=[_racks(state, t, changelog=True) for t in task_ids],
+        source_racks=[_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids),
+        changelog_racks=[_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids),
     )
 
 

@@ -35,25 +35,24 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
     heapq.heapify(heap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
 
-    def take(t: int, p: int) -> None:
-        standbys[t].append(p)
-        load[p] += 1
-        heapq.heappush(heap, (load[p] / cap[p], p))
-
+    prev_active, prev_standby, heappush = problem.prev_active, problem.prev_standby, heapq.heappush
     for t in stateful:
-        holders = [active[t]]
-        previous = [p for p in problem.prev_standby[t] if p != active[t]]
-        if problem.prev_active[t] >= 0 and problem.prev_active[t] != active[t]:
-            previous.append(problem.prev_active[t])
+        owner = active[t]
+        holders = [owner]
+        previous = [p for p in prev_standby[t] if p != owner]
+        if prev_active[t] >= 0 and prev_active[t] != owner:
+            previous.append(prev_active[t])
         for _ in range(replicas):
             if use_tags:
                 p = _best_by_tags(problem, tag_keys, t, holders, previous, load, quota, by_lag)
             else:
-                p = _best_previous(problem, t, holders, previous, load, quota, by_lag)
+                p = _best_previous(problem, t, holders, previous, load, quota, by_lag) if previous else -1
                 if p < 0:
                     p = _least_loaded(heap, load, cap, holders)
             holders.append(p)
-            take(t, p)
+            standbys[t].append(p)
+            load[p] += 1
+            heappush(heap, (load[p] / cap[p], p))
     return standbys
 
 

@@ -38,8 +38,8 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
             previous[p] += 1
     quota = even_quotas(problem.capacity, problem.num_tasks, previous)
     owner = placements(range(problem.num_tasks), quota, problem.capacity, [0] * problem.num_processes,
-                       keep=problem.prev_active.__getitem__,
-                       preferred=lambda t: [(0, p) for p in problem.prev_standby[t]])
+                       keep=problem.prev_active,
+                       preferred={t: [(0, p) for p in held] for t, held in enumerate(problem.prev_standby) if held})
     active = [owner[t] for t in range(problem.num_tasks)]
     if problem.has_rack_information():
         optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
