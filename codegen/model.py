@@ -15,10 +15,11 @@ PRIMITIVES = {
     "bool", "int8", "int16", "int32", "int64", "uint16", "uint32", "float64",
     "string", "bytes", "uuid", "records",
 }
-# Names that would shadow the message API or Python keywords get a trailing underscore.
-RESERVED = {
-    "encode", "decode", "decode_prefix", "encode_into", "to_json", "from_json", "replace", "to_dict",
-    "unknown_tagged_fields", "api_key", "spec_type", "valid_versions", "flexible_versions",
+# Field names that would shadow the struct or message API (or Python keywords) get a trailing underscore.
+STRUCT_RESERVED = {"replace", "to_dict", "unknown_tagged_fields"}
+MESSAGE_RESERVED = STRUCT_RESERVED | {
+    "encode", "decode", "decode_prefix", "encode_into", "to_json", "from_json",
+    "api_key", "spec_type", "valid_versions", "flexible_versions",
 }
 
 Range = tuple[int, int] | None
@@ -46,9 +47,7 @@ def in_range(version: int, rng: Range) -> bool:
 def snake_case(name: str) -> str:
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
-    if keyword.iskeyword(s) or s in RESERVED:
-        s += "_"
-    return s
+    return s + "_" if keyword.iskeyword(s) else s
 
 
 def json_name(name: str) -> str:
@@ -148,7 +147,10 @@ class SpecParser:
             flexible=parse_range(doc.get("flexibleVersions", "none")),
             source=self.source,
         )
-        self._struct(doc["name"], doc.get("fields", []))
+        root = self._struct(doc["name"], doc.get("fields", []))
+        for f in root.fields:
+            if f.attr in MESSAGE_RESERVED:
+                f.attr += "_"
         msg.structs = self.order
         return msg
 
@@ -158,6 +160,9 @@ class SpecParser:
         spec = StructSpec(name, [])
         self.structs[name] = spec
         spec.fields = [self._field(f) for f in fields]
+        for f in spec.fields:
+            if f.attr in STRUCT_RESERVED:
+                f.attr += "_"
         self.order.append(spec)
         return spec
 

@@ -9,6 +9,7 @@ import sys
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `func` set as the default.
 COMMAND_MODULES = (
     "kprotocol.tools.demo",
+    "kprotocol.tools.frames",
     "kprotocol.streams.cli",
     "kprotocol.records.cli",
     "kprotocol.assignor.cli",

@@ -26,19 +26,19 @@ class ApiVersion(Struct):
     """ApiVersion: a struct within ApiVersionsResponse."""
 
     __slots__ = ()
-    _fields = ('api_key_', 'min_version', 'max_version', 'unknown_tagged_fields')
+    _fields = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
 
     def __new__(
         cls,
         *,
-        api_key_: int = 0,
+        api_key: int = 0,
         min_version: int = 0,
         max_version: int = 0,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> ApiVersion:
-        return _new(cls, (api_key_, min_version, max_version, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (api_key, min_version, max_version, as_tuple(unknown_tagged_fields),))
 
-    api_key_: int = attribute(0)
+    api_key: int = attribute(0)
     min_version: int = attribute(1)
     max_version: int = attribute(2)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
@@ -134,7 +134,7 @@ class ApiVersionsResponse(Message):
 def _d_ApiVersion_0(b: bytes, p: int) -> tuple[ApiVersion, int]:
     _f = ''
     try:
-        _f = 'api_key_'
+        _f = 'api_key'
         (v0, v1, v2,) = _U_hhh(b, p)
         p += 6
     except Exception as exc:
@@ -144,7 +144,7 @@ def _d_ApiVersion_0(b: bytes, p: int) -> tuple[ApiVersion, int]:
 def _d_ApiVersion_1(b: bytes, p: int) -> tuple[ApiVersion, int]:
     _f = ''
     try:
-        _f = 'api_key_'
+        _f = 'api_key'
         (v0, v1, v2,) = _U_hhh(b, p)
         p += 6
         _f = '_tagged_fields'
@@ -172,7 +172,7 @@ def _e_ApiVersion_0(o: ApiVersion, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, v2, vt,) = o
-        _f = 'api_key_'
+        _f = 'api_key'
         w(_P_hhh(v0, v1, v2))
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
@@ -181,7 +181,7 @@ def _e_ApiVersion_1(o: ApiVersion, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, v2, vt,) = o
-        _f = 'api_key_'
+        _f = 'api_key'
         w(_P_hhh(v0, v1, v2))
         if vt:
             write_tagged(w, [], vt)
@@ -623,7 +623,7 @@ def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, w: Callable[[bytes], object
 
 
 ApiVersion._spec = (
-    Field('api_key_', 'apiKey', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('api_key', 'apiKey', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('min_version', 'minVersion', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('max_version', 'maxVersion', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
