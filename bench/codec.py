@@ -100,7 +100,7 @@ CASES = [
          "kafka.protocol.metadata:MetadataResponse"),
     Case("JoinGroupResponse v9, 500 members x 300 B", join_group_response, "join_group.v9.response",
          "kafka.protocol.consumer:JoinGroupResponse"),
-    Case("FetchResponse (newest), 100 partitions x 10 KB", fetch_response, None,
+    Case("FetchResponse v18 (newest), 100 partitions x 10 KB", fetch_response, "fetch.v18.response",
          "kafka.protocol.consumer:FetchResponse"),
     Case("OffsetCommitRequest v9, 1000 partitions", offset_commit_request, "offset_commit.v9.request",
          "kafka.protocol.consumer:OffsetCommitRequest"),
