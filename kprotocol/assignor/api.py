@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import importlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -25,6 +25,18 @@ def task_sort_key(task_id: str) -> tuple[int, int, str, int]:
     if sub.isdigit():
         return (0, int(sub), "", int(part))
     return (1, 0, sub, int(part))
+
+
+def sort_task_ids(task_ids: Iterable[str]) -> list[str]:
+    """Task ids in `task_sort_key` order (grouping by subtopology first: cheaper than a key per task)."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for t in task_ids:
+        sub, _, part = t.rpartition("_")
+        groups.setdefault(sub, []).append((int(part), t))
+    ordered: list[str] = []
+    for sub in sorted(groups, key=lambda s: (0, int(s), "") if s.isdigit() else (1, 0, s)):
+        ordered.extend(t for _, t in sorted(groups[sub]))
+    return ordered
 
 
 def subtopology_of(task_id: str) -> str:
@@ -106,10 +118,10 @@ class ApplicationState:
     now_ms: int = 0
 
     def stateful_tasks(self) -> list[str]:
-        return sorted((t for t, info in self.all_tasks.items() if info.is_stateful), key=task_sort_key)
+        return sort_task_ids(t for t, info in self.all_tasks.items() if info.is_stateful)
 
     def stateless_tasks(self) -> list[str]:
-        return sorted((t for t, info in self.all_tasks.items() if not info.is_stateful), key=task_sort_key)
+        return sort_task_ids(t for t, info in self.all_tasks.items() if not info.is_stateful)
 
 
 class AssignedTaskType(enum.Enum):
@@ -118,34 +130,52 @@ class AssignedTaskType(enum.Enum):
     WARMUP = "warmup"
 
 
+_ROLE_FIELD = {AssignedTaskType.ACTIVE: 1, AssignedTaskType.STANDBY: 2, AssignedTaskType.WARMUP: 3}
+
+
 class AssignedTask(NamedTuple):
     id: str
     type: AssignedTaskType
 
 
-@dataclass(frozen=True)
-class KafkaStreamsAssignment:
-    """The tasks of one client and, optionally, when it should trigger a follow-up rebalance."""
+class KafkaStreamsAssignment(NamedTuple):
+    """The tasks of one client by role and, optionally, when it should trigger a follow-up rebalance."""
 
     process_id: str
-    tasks: Mapping[str, AssignedTask] = field(default_factory=dict)
+    active_tasks: tuple[str, ...] = ()
+    standby_tasks: tuple[str, ...] = ()
+    warmup_tasks: tuple[str, ...] = ()
     follow_up_rebalance_deadline_ms: int | None = None
 
     @classmethod
     def of(cls, process_id: str, tasks: Iterable[AssignedTask] = ()) -> KafkaStreamsAssignment:
-        return cls(process_id, MappingProxyType({t.id: t for t in tasks}))
+        result = cls(process_id)
+        for task in tasks:
+            result = result.assign_task(task)
+        return result
+
+    @property
+    def tasks(self) -> Mapping[str, AssignedTask]:
+        """Task id -> assigned task (a task listed in several roles shows its last role)."""
+        return MappingProxyType({t: AssignedTask(t, kind) for kind in AssignedTaskType for t in self._ids(kind)})
+
+    def _ids(self, kind: AssignedTaskType) -> tuple[str, ...]:
+        return self[_ROLE_FIELD[kind]]
 
     def assign_task(self, task: AssignedTask) -> KafkaStreamsAssignment:
-        return replace(self, tasks=MappingProxyType({**self.tasks, task.id: task}))
+        """A copy with `task` in its role (and in no other role)."""
+        trimmed = self.remove_task(task.id)
+        field_index = _ROLE_FIELD[task.type]
+        return trimmed._replace(**{self._fields[field_index]: (*trimmed[field_index], task.id)})
 
     def remove_task(self, task_id: str) -> KafkaStreamsAssignment:
-        return replace(self, tasks=MappingProxyType({k: v for k, v in self.tasks.items() if k != task_id}))
+        return self._replace(**{self._fields[i]: tuple(t for t in self[i] if t != task_id) for i in (1, 2, 3)})
 
     def with_follow_up_rebalance(self, deadline_ms: int) -> KafkaStreamsAssignment:
-        return replace(self, follow_up_rebalance_deadline_ms=deadline_ms)
+        return self._replace(follow_up_rebalance_deadline_ms=deadline_ms)
 
     def of_type(self, kind: AssignedTaskType) -> list[str]:
-        return sorted((t.id for t in self.tasks.values() if t.type is kind), key=task_sort_key)
+        return sorted(self._ids(kind), key=task_sort_key)
 
 
 @dataclass(frozen=True)
@@ -178,21 +208,23 @@ def validate_task_assignment(state: ApplicationState, assignment: TaskAssignment
         return AssignmentError.MISSING_PROCESS_ID
     if any(p not in state.kafka_streams_states for p in seen_processes):
         return AssignmentError.UNKNOWN_PROCESS_ID
+    tasks = state.all_tasks
     active_owner: dict[str, str] = {}
     for client in assignment.assignment:
-        for task_id, task in client.tasks.items():
-            info = state.all_tasks.get(task_id)
-            if info is None or task.id != task_id:
+        for task_id in client.active_tasks:
+            if task_id not in tasks:
                 return AssignmentError.UNKNOWN_TASK_ID
-            if task.type is AssignedTaskType.ACTIVE:
-                if task_id in active_owner:
-                    return AssignmentError.ACTIVE_TASK_ASSIGNED_MULTIPLE_TIMES
-                active_owner[task_id] = client.process_id
-            elif not info.is_stateful:
-                return AssignmentError.INVALID_STANDBY_TASK
+            if task_id in active_owner:
+                return AssignmentError.ACTIVE_TASK_ASSIGNED_MULTIPLE_TIMES
+            active_owner[task_id] = client.process_id
     for client in assignment.assignment:
-        for task_id, task in client.tasks.items():
-            if task.type is not AssignedTaskType.ACTIVE and active_owner.get(task_id) == client.process_id:
+        for task_id in (*client.standby_tasks, *client.warmup_tasks):
+            info = tasks.get(task_id)
+            if info is None:
+                return AssignmentError.UNKNOWN_TASK_ID
+            if not info.is_stateful:
+                return AssignmentError.INVALID_STANDBY_TASK
+            if active_owner.get(task_id) == client.process_id:
                 return AssignmentError.ACTIVE_AND_STANDBY_TASK_ASSIGNED_TO_SAME_KAFKASTREAMS
     return AssignmentError.NONE
 

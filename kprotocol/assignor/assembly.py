@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import MappingProxyType
 
-from .api import AssignedTask, AssignedTaskType, KafkaStreamsAssignment, TaskAssignment
+from .api import KafkaStreamsAssignment, TaskAssignment
 from .problem import Problem
 
 
 def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequence[Sequence[int]],
                        warmups: Sequence[int] | None = None, deadline_ms: int | None = None) -> TaskAssignment:
     ids = problem.task_ids
-    per_process: list[dict[str, AssignedTask]] = [{} for _ in problem.process_ids]
-    active_kind, standby_kind, warmup_kind = AssignedTaskType.ACTIVE, AssignedTaskType.STANDBY, AssignedTaskType.WARMUP
+    roles: dict[int, tuple[list[str], list[str], list[str]]] = {}
     for task_id, p in zip(ids, active):
-        per_process[p][task_id] = AssignedTask(task_id, active_kind)
+        (roles.get(p) or roles.setdefault(p, ([], [], [])))[0].append(task_id)
     for t, procs in enumerate(standbys):
         for p in procs:
-            per_process[p][ids[t]] = AssignedTask(ids[t], standby_kind)
-    if warmups is not None:
-        for t, p in enumerate(warmups):
-            if p >= 0:
-                per_process[p][ids[t]] = AssignedTask(ids[t], warmup_kind)
+            (roles.get(p) or roles.setdefault(p, ([], [], [])))[1].append(ids[t])
+    for t, p in enumerate(warmups or ()):
+        if p >= 0:
+            (roles.get(p) or roles.setdefault(p, ([], [], [])))[2].append(ids[t])
+    empty = ((), (), ())
     return TaskAssignment(tuple(
-        KafkaStreamsAssignment(pid, MappingProxyType(tasks), deadline_ms)
-        for pid, tasks in zip(problem.process_ids, per_process)))
+        KafkaStreamsAssignment(pid, *(tuple(r) for r in roles.get(p, empty)), deadline_ms)
+        for p, pid in enumerate(problem.process_ids)))

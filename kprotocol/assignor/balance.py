@@ -96,7 +96,7 @@ def placements(tasks: Iterable[int], quota: list[int], capacity: Sequence[int], 
         else:
             owner[t] = best[2]
             load[best[2]] += 1
-    room = [max(0, q - l) for q, l in zip(quota, load)]
+    room = [q - l for q, l in zip(quota, load)]
     for t, p in zip(unplaced, deal(len(unplaced), room)):
         owner[t] = p
         load[p] += 1

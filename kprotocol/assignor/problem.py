@@ -6,9 +6,10 @@ deterministic. Lags are kept sparse: a process only lists the stateful tasks it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .api import ApplicationState, task_sort_key
+from .api import ApplicationState, sort_task_ids
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Problem:
     process_ids: list[str]
     capacity: list[int]
     rack: list[str | None]
-    tags: list[dict[str, str]]
+    tags: list[Mapping[str, str]]
     prev_active: list[int]               # per task: previous active process or -1
     prev_standby: list[list[int]]        # per task: processes that held it as standby / warm-up
     state_lags: list[dict[int, int]]     # per task: process -> lag, for processes with local state
@@ -51,7 +52,7 @@ class Problem:
 
 def build_problem(state: ApplicationState) -> Problem:
     all_tasks = state.all_tasks
-    task_ids = sorted(all_tasks, key=task_sort_key)
+    task_ids = sort_task_ids(all_tasks)
     index = {t: i for i, t in enumerate(task_ids)}
     subs: dict[str, int] = {}
     subtopology = [subs.setdefault(t.rpartition("_")[0], len(subs)) for t in task_ids]
@@ -86,7 +87,7 @@ def build_problem(state: ApplicationState) -> Problem:
         process_ids=process_ids,
         capacity=[c.num_processing_threads for c in clients],
         rack=[c.rack_id for c in clients],
-        tags=[dict(c.client_tags) for c in clients],
+        tags=[c.client_tags for c in clients],
         prev_active=prev_active,
         prev_standby=prev_standby,
         state_lags=state_lags,

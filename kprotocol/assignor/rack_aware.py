@@ -57,6 +57,7 @@ def _solve(problem: Problem, tasks: Sequence[int], owner: list[int], traffic_cos
         costs = tuple(traffic(problem.source_racks[t], r) for r in racks)
         classes[(sub, costs, owner[t])].append(t)
     procs = sorted(load)
+    in_rack = {r: [p for p in procs if problem.rack[p] == r] for r in racks}
     net = FlowNetwork()
     proc_node = {p: net.add_node(-load[p]) for p in procs}
     entry: dict[tuple[int, int], int] = {}   # (subtopology, process) -> node taking that subtopology's tasks
@@ -71,10 +72,9 @@ def _solve(problem: Problem, tasks: Sequence[int], owner: list[int], traffic_cos
                 node = proc_node[p]
             entry[(sub, p)] = node
         for ri, r in enumerate(racks):
-            members = [p for p in procs if problem.rack[p] == r]
-            if members:
+            if in_rack[r]:
                 rack_node[(sub, ri)] = node = net.add_node()
-                fan_out[(sub, ri)] = [(net.add_arc(node, entry[(sub, p)], 0), p) for p in members]
+                fan_out[(sub, ri)] = [(net.add_arc(node, entry[(sub, p)], 0), p) for p in in_rack[r]]
     class_arcs = []
     for key in sorted(classes, key=lambda k: (k[0], k[1], k[2])):
         sub, costs, current = key
@@ -104,45 +104,52 @@ def _solve(problem: Problem, tasks: Sequence[int], owner: list[int], traffic_cos
 
 def swap_standbys(problem: Problem, active: list[int], standbys: list[list[int]], warmups: Sequence[int],
                   tag_keys: Sequence[str] = ()) -> None:
-    """Greedily swap pairs of standbys between processes while that lowers changelog cross-rack traffic,
-    keeps every task at most once per process and does not reduce client-tag spread."""
-    def cost(t: int, p: int) -> int:
-        return traffic(problem.changelog_racks[t], problem.rack[p])
+    """Greedily swap standbys between processes of two racks while that lowers changelog cross-rack traffic,
+    keeps every task at most once per process and does not reduce client-tag spread.
 
-    def holders(t: int) -> list[int]:
-        held = [active[t], *standbys[t]]
-        return held + [warmups[t]] if warmups[t] >= 0 else held
+    For racks A and B, moving task t from A to B saves gain(t) = cost(t, A) - cost(t, B); a swap pays off when
+    the two gains add up to more than zero, so each rack's standbys are paired best gain first.
+    """
+    racks = sorted({problem.rack[p] for p in range(problem.num_processes)}, key=lambda r: (r is None, r or ""))
+    if len(racks) < 2:
+        return
+    cost = {r: [traffic(problem.changelog_racks[t], r) if problem.stateful[t] else 0
+                for t in range(problem.num_tasks)] for r in racks}
+    holders = [{active[t], *standbys[t], warmups[t]} - {-1} for t in range(problem.num_tasks)]
 
-    def spread(t: int, p: int, old: int) -> int:
-        others = [h for h in holders(t) if h != old]
-        return tag_score(problem, tag_keys, p, others) if tag_keys else 0
+    def keeps_tag_spread(t: int, old: int, new: int) -> bool:
+        others = [h for h in holders[t] if h != old]
+        return tag_score(problem, tag_keys, new, others) >= tag_score(problem, tag_keys, old, others)
 
-    by_process: dict[int, list[int]] = defaultdict(list)
-    for t, procs in enumerate(standbys):
-        for p in procs:
-            by_process[p].append(t)
-    for t1, procs in enumerate(standbys):
-        for p1 in list(procs):
-            base1 = cost(t1, p1)
-            if base1 == 0:
-                continue
-            for p2 in sorted(by_process, key=lambda p: (cost(t1, p), p)):
-                if cost(t1, p2) >= base1:
+    for i, rack_a in enumerate(racks):
+        for rack_b in racks[i + 1:]:
+            in_a, in_b = [], []
+            for t, procs in enumerate(standbys):
+                for p in procs:
+                    if problem.rack[p] == rack_a:
+                        in_a.append((cost[rack_b][t] - cost[rack_a][t], p, t))
+                    elif problem.rack[p] == rack_b:
+                        in_b.append((cost[rack_a][t] - cost[rack_b][t], p, t))
+            in_a.sort()
+            in_b.sort()
+            taken = [False] * len(in_b)
+            first = 0  # in_b[:first] are all taken
+            for loss_a, p1, t1 in in_a:
+                if loss_a >= 0:
                     break
-                if p2 in holders(t1):
-                    continue
-                swapped = False
-                for t2 in by_process[p2]:
-                    if p1 in holders(t2):
+                while first < len(in_b) and taken[first]:
+                    first += 1
+                for j in range(first, len(in_b)):
+                    loss_b, p2, t2 = in_b[j]
+                    if loss_a + loss_b >= 0:
+                        break
+                    if taken[j] or p2 in holders[t1] or p1 in holders[t2]:
                         continue
-                    gain = base1 + cost(t2, p2) - cost(t1, p2) - cost(t2, p1)
-                    if gain <= 0 or spread(t1, p2, p1) < spread(t1, p1, p1) or spread(t2, p1, p2) < spread(t2, p2, p2):
+                    if tag_keys and not (keeps_tag_spread(t1, p1, p2) and keeps_tag_spread(t2, p2, p1)):
                         continue
+                    taken[j] = True
                     standbys[t1][standbys[t1].index(p1)] = p2
                     standbys[t2][standbys[t2].index(p2)] = p1
-                    by_process[p1][by_process[p1].index(t1)] = t2
-                    by_process[p2][by_process[p2].index(t2)] = t1
-                    swapped = True
-                    break
-                if swapped:
+                    holders[t1] ^= {p1, p2}
+                    holders[t2] ^= {p1, p2}
                     break
