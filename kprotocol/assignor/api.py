@@ -29,13 +29,16 @@ def task_sort_key(task_id: str) -> tuple[int, int, str, int]:
 
 def sort_task_ids(task_ids: Iterable[str]) -> list[str]:
     """Task ids in `task_sort_key` order (grouping by subtopology first: cheaper than a key per task)."""
-    groups: dict[str, list[tuple[int, str]]] = {}
+    groups: dict[str, tuple[list[str], list[int]]] = {}
     for t in task_ids:
         sub, _, part = t.rpartition("_")
-        groups.setdefault(sub, []).append((int(part), t))
+        ids, parts = groups.get(sub) or groups.setdefault(sub, ([], []))
+        ids.append(t)
+        parts.append(int(part))
     ordered: list[str] = []
     for sub in sorted(groups, key=lambda s: (0, int(s), "") if s.isdigit() else (1, 0, s)):
-        ordered.extend(t for _, t in sorted(groups[sub]))
+        ids, parts = groups[sub]
+        ordered.extend(ids[i] for i in sorted(range(len(ids)), key=parts.__getitem__))
     return ordered
 
 

@@ -20,7 +20,10 @@ def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequen
     for t, p in enumerate(warmups or ()):
         if p >= 0:
             (roles.get(p) or roles.setdefault(p, ([], [], [])))[2].append(ids[t])
-    empty = ((), (), ())
-    return TaskAssignment(tuple(
-        KafkaStreamsAssignment(pid, *(tuple(r) for r in roles.get(p, empty)), deadline_ms)
-        for p, pid in enumerate(problem.process_ids)))
+    make = tuple.__new__  # KafkaStreamsAssignment(...) without the keyword-handling overhead
+    clients = []
+    for p, pid in enumerate(problem.process_ids):
+        r = roles.get(p)
+        fields = (pid, tuple(r[0]), tuple(r[1]), tuple(r[2]), deadline_ms) if r else (pid, (), (), (), deadline_ms)
+        clients.append(make(KafkaStreamsAssignment, fields))
+    return TaskAssignment(tuple(clients))

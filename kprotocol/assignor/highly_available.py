@@ -60,14 +60,14 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
 
     def caught_up_elsewhere(t: int) -> bool:
         return any(p != problem.prev_active[t] and spare[p] > 0 and lag <= problem.acceptable_lag
-                   for p, lag in problem.state_lags[t].items())
+                   for p, lag in problem.state_holders(t).items())
 
     keep_order = sorted(stateful, key=lambda t: (caught_up_elsewhere(t), t))
     owner = placements(keep_order, quota, problem.capacity, [0] * problem.num_processes,
                        keep=problem.prev_active,
                        preferred={t: [(0 if lag <= problem.acceptable_lag else lag, p)
-                                      for p, lag in problem.state_lags[t].items()]
-                                  for t in stateful if problem.state_lags[t]})
+                                      for p, lag in problem.state_holders(t).items()]
+                                  for t in stateful if t in problem.state_lags})
     target = [-1] * problem.num_tasks
     for t, p in owner.items():
         target[t] = p
@@ -105,7 +105,7 @@ def hold_back_until_caught_up(problem: Problem, stateful: list[int], target: lis
         active[t] = p
         if problem.caught_up(t, p):
             continue
-        lags = problem.state_lags[t]
+        lags = problem.state_holders(t)
         caught = [(q != problem.prev_active[t], lag, q) for q, lag in lags.items() if lag <= problem.acceptable_lag]
         if caught:
             active[t] = min(caught)[2]

@@ -6,10 +6,13 @@ deterministic. Lags are kept sparse: a process only lists the stateful tasks it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from dataclasses import dataclass
 
 from .api import ApplicationState, sort_task_ids
+
+_NO_LAGS: Mapping[int, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -22,8 +25,8 @@ class Problem:
     rack: list[str | None]
     tags: list[Mapping[str, str]]
     prev_active: list[int]               # per task: previous active process or -1
-    prev_standby: list[list[int]]        # per task: processes that held it as standby / warm-up
-    state_lags: list[dict[int, int]]     # per task: process -> lag, for processes with local state
+    prev_standby: dict[int, list[int]]   # task -> processes that held it as standby / warm-up (sparse)
+    state_lags: dict[int, dict[int, int]]  # task -> {process: lag} for processes with local state (sparse)
     end_offset: list[int]                # per task: lag of a process without state
     acceptable_lag: int
     source_racks: list[tuple[frozenset[str], ...]]     # per task: replica racks of its known source partitions
@@ -37,8 +40,15 @@ class Problem:
     def num_processes(self) -> int:
         return len(self.process_ids)
 
+    def previous_standbys(self, task: int) -> Sequence[int]:
+        return self.prev_standby.get(task, ())
+
+    def state_holders(self, task: int) -> Mapping[int, int]:
+        """Process -> lag for the processes with local state of `task`."""
+        return self.state_lags.get(task, _NO_LAGS)
+
     def lag(self, task: int, process: int) -> int:
-        return self.state_lags[task].get(process, self.end_offset[task])
+        return self.state_holders(task).get(process, self.end_offset[task])
 
     def caught_up(self, task: int, process: int) -> bool:
         return self.lag(task, process) <= self.acceptable_lag
@@ -60,8 +70,8 @@ def build_problem(state: ApplicationState) -> Problem:
     process_ids = sorted(state.kafka_streams_states)
     clients = [state.kafka_streams_states[p] for p in process_ids]
     prev_active = [-1] * len(task_ids)
-    prev_standby: list[list[int]] = [[] for _ in task_ids]
-    state_lags: list[dict[int, int]] = [{} for _ in task_ids]
+    prev_standby: dict[int, list[int]] = {}
+    state_lags: dict[int, dict[int, int]] = {}
     end_offsets = clients[0].end_offsets if clients else {}
     for p, client in enumerate(clients):
         for t in client.previous_active_tasks:
@@ -71,14 +81,14 @@ def build_problem(state: ApplicationState) -> Problem:
         for t in client.previous_standby_tasks:
             i = index.get(t)
             if i is not None:
-                prev_standby[i].append(p)
+                prev_standby.setdefault(i, []).append(p)
         for t, lag in client.task_lags.items():
             i = index.get(t)
             if i is not None and stateful[i]:
-                state_lags[i][p] = lag
+                state_lags.setdefault(i, {})[p] = lag
     for i, p in enumerate(prev_active):
         if p >= 0 and stateful[i]:
-            state_lags[i][p] = 0
+            state_lags.setdefault(i, {})[p] = 0
     with_racks = any(c.rack_id is not None for c in clients)
     return Problem(
         task_ids=task_ids,

@@ -4,6 +4,7 @@ client tag values (KIP-708) when `rack.aware.assignment.tags` are set."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from .balance import even_quotas
@@ -17,7 +18,7 @@ def tag_score(problem: Problem, tag_keys: Sequence[str], candidate: int, holders
 
 
 def assign_standbys(problem: Problem, active: list[int], replicas: int, load: list[int],
-                    tag_keys: Sequence[str] = (), by_lag: bool = False) -> list[list[int]]:
+                    tag_keys: Sequence[str] = (), by_lag: bool = False) -> list[Sequence[int]]:
     """Standby processes per task (empty for stateless ones); `load` (tasks per process) is updated.
 
     Previous standby holders, then the previous active owner, keep the standby while their total load stays
@@ -25,60 +26,77 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
     """
     n_proc = problem.num_processes
     replicas = min(replicas, n_proc - 1)
-    standbys: list[list[int]] = [[] for _ in range(problem.num_tasks)]
+    standbys: list[Sequence[int]] = [()] * problem.num_tasks
     if replicas <= 0:
         return standbys
     stateful = [t for t in range(problem.num_tasks) if problem.stateful[t]]
     cap = problem.capacity
     quota = even_quotas(cap, sum(load) + replicas * len(stateful), [0] * n_proc)
-    heap = [(load[p] / cap[p], p) for p in range(n_proc)]
-    heapq.heapify(heap)
+    heap = _LoadHeap(load, cap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
-
-    prev_active, prev_standby, heappush = problem.prev_active, problem.prev_standby, heapq.heappush
+    prev_active = problem.prev_active
     for t in stateful:
         owner = active[t]
-        holders = [owner]
-        previous = [p for p in prev_standby[t] if p != owner]
+        chosen: list[int] = []
+        standbys[t] = chosen
+        previous = [p for p in problem.previous_standbys(t) if p != owner]
         if prev_active[t] >= 0 and prev_active[t] != owner:
             previous.append(prev_active[t])
         for _ in range(replicas):
             if use_tags:
-                p = _best_by_tags(problem, tag_keys, t, holders, previous, load, quota, by_lag)
-            else:
-                p = _best_previous(problem, t, holders, previous, load, quota, by_lag) if previous else -1
+                p = _best_by_tags(problem, tag_keys, t, [owner, *chosen], previous, load, quota, by_lag)
+            elif previous:
+                p = _best_previous(problem, t, owner, chosen, previous, load, quota, by_lag)
                 if p < 0:
-                    p = _least_loaded(heap, load, cap, holders)
-            holders.append(p)
-            standbys[t].append(p)
-            load[p] += 1
-            heappush(heap, (load[p] / cap[p], p))
+                    p = heap.least_loaded(owner, chosen)
+            else:
+                p = heap.least_loaded(owner, chosen)
+            chosen.append(p)
+            heap.add_one(p)
     return standbys
 
 
-def _best_previous(problem: Problem, t: int, holders: list[int], previous: list[int], load: list[int],
+class _LoadHeap:
+    """Processes by tasks per thread, then process index. Keys are plain ints (load x lcm(capacities) /
+    capacity, then index) so that comparing them is exact and allocates nothing the GC tracks."""
+
+    def __init__(self, load: list[int], capacity: Sequence[int]) -> None:
+        self.load = load
+        n = len(capacity)
+        multiple = math.lcm(*capacity)
+        self.unit = [multiple // c * n for c in capacity]
+        self.heap = [load[p] * self.unit[p] + p for p in range(n)]
+        self.n = n
+        heapq.heapify(self.heap)
+
+    def add_one(self, p: int) -> None:
+        self.load[p] += 1
+        heapq.heappush(self.heap, self.load[p] * self.unit[p] + p)
+
+    def least_loaded(self, owner: int, chosen: list[int]) -> int:
+        heap, skipped = self.heap, []
+        while True:
+            key = heapq.heappop(heap)
+            p = key % self.n
+            if key != self.load[p] * self.unit[p] + p:
+                continue  # stale entry
+            if p == owner or p in chosen:
+                skipped.append(key)
+                continue
+            for entry in skipped:
+                heapq.heappush(heap, entry)
+            return p  # its entry is gone: add_one pushes the new one
+
+
+def _best_previous(problem: Problem, t: int, owner: int, chosen: list[int], previous: list[int], load: list[int],
                    quota: list[int], by_lag: bool) -> int:
     best = None
     for p in previous:
-        if p not in holders and load[p] < quota[p]:
+        if p != owner and p not in chosen and load[p] < quota[p]:
             key = (problem.lag(t, p) if by_lag else 0, load[p] / problem.capacity[p], p)
             if best is None or key < best:
                 best = key
     return -1 if best is None else best[2]
-
-
-def _least_loaded(heap: list[tuple[float, int]], load: list[int], cap: Sequence[int], holders: list[int]) -> int:
-    skipped = []
-    while True:
-        key, p = heapq.heappop(heap)
-        if key != load[p] / cap[p]:
-            continue  # stale entry
-        if p in holders:
-            skipped.append((key, p))
-            continue
-        for entry in skipped:
-            heapq.heappush(heap, entry)
-        return p
 
 
 def _best_by_tags(problem: Problem, tag_keys: Sequence[str], t: int, holders: list[int], previous: list[int],

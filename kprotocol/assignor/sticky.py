@@ -39,7 +39,7 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
     quota = even_quotas(problem.capacity, problem.num_tasks, previous)
     owner = placements(range(problem.num_tasks), quota, problem.capacity, [0] * problem.num_processes,
                        keep=problem.prev_active,
-                       preferred={t: [(0, p) for p in held] for t, held in enumerate(problem.prev_standby) if held})
+                       preferred={t: [(0, p) for p in held] for t, held in problem.prev_standby.items()})
     active = [owner[t] for t in range(problem.num_tasks)]
     if problem.has_rack_information():
         optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
@@ -49,5 +49,5 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
 def moved_anyway(problem: Problem, owner: list[int]) -> list[int]:
     """Tasks placed on a process that had no state nor ownership of them: free to go elsewhere."""
     return [t for t in range(problem.num_tasks)
-            if owner[t] != problem.prev_active[t] and owner[t] not in problem.prev_standby[t]
-            and owner[t] not in problem.state_lags[t]]
+            if owner[t] != problem.prev_active[t] and owner[t] not in problem.previous_standbys(t)
+            and owner[t] not in problem.state_holders(t)]
