@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -112,3 +115,30 @@ def test_input_order_does_not_matter():
     random.Random(7).shuffle(shuffled["members"])
     shuffled["subtopologies"].reverse()
     assert assign_scenario(shuffled) == result
+
+
+HASH_SEED_SCRIPT = """
+import json, sys
+from kprotocol.assignor import assign_scenario
+from kprotocol.assignor.simulation import add_process, next_round, synthetic_scenario
+s = synthetic_scenario(processes=5, members_per_process=2, racks=3, strategy="min_traffic", tags={"zone": 2},
+                       standbys=2)
+s = add_process(next_round(s, assign_scenario(s)), "zz", 2, rack="r1", tags={"zone": "zone0"})
+print(json.dumps(assign_scenario(s), sort_keys=True))
+"""
+
+
+def test_output_does_not_depend_on_hash_seed():
+    outputs = {subprocess.run([sys.executable, "-c", HASH_SEED_SCRIPT], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outputs) == 1
+
+
+@pytest.mark.parametrize("assignor", ["sticky", "highly_available"])
+def test_unchanged_group_keeps_its_assignment(assignor):
+    scenario = synthetic_scenario(assignor=assignor, processes=4, members_per_process=2, partitions=7, standbys=1,
+                                  racks=2, strategy="min_traffic")
+    result = assign_scenario(scenario)
+    again = assign_scenario(next_round(scenario, result))
+    assert again == result
+    assert again["probing_rebalance"] is False
