@@ -97,8 +97,15 @@ def optimize_for_racks(problem: Problem, configs: AssignmentConfigs, tasks: list
 
 
 def hold_back_until_caught_up(problem: Problem, stateful: list[int], target: list[int]) -> tuple[list[int], list[int]]:
-    """Actual actives (stateful ones set, others -1) and the tasks whose move to the target must wait."""
+    """Actual actives (stateful ones set, others -1) and the tasks whose move to the target must wait.
+
+    A waiting task stays with its previous owner if that is caught up, else goes to the least loaded caught-up
+    process, else to the least lagging one (when it lags less than the target)."""
     active = [-1] * problem.num_tasks
+    load = [0] * problem.num_processes
+    for t in stateful:
+        load[target[t]] += 1
+    cap = problem.capacity
     pending = []
     for t in stateful:
         p = target[t]
@@ -106,14 +113,18 @@ def hold_back_until_caught_up(problem: Problem, stateful: list[int], target: lis
         if problem.caught_up(t, p):
             continue
         lags = problem.state_holders(t)
-        caught = [(q != problem.prev_active[t], lag, q) for q, lag in lags.items() if lag <= problem.acceptable_lag]
+        caught = [(q != problem.prev_active[t], load[q] / cap[q], lag, q)
+                  for q, lag in lags.items() if lag <= problem.acceptable_lag]
         if caught:
-            active[t] = min(caught)[2]
+            q = min(caught)[3]
         else:
-            closer = [(lag, q) for q, lag in lags.items() if lag < problem.lag(t, p)]
+            closer = [(lag, load[q] / cap[q], q) for q, lag in lags.items() if lag < problem.lag(t, p)]
             if not closer:
                 continue
-            active[t] = min(closer)[1]
+            q = min(closer)[2]
+        active[t] = q
+        load[p] -= 1
+        load[q] += 1
         pending.append(t)
     return active, pending
 
