@@ -168,3 +168,19 @@ def test_lags_follow_the_readme_rules():
     assert states["p0001"].lag_for("0_0") == 600                     # reported end offset - offset
     assert states["p0001"].lag_for("0_1") == 0                       # no end offset: largest offset is the end
     assert states["p0002"].lag_for("0_0") == 1000                    # no state: the whole end offset
+
+
+def test_state_and_assignment_helpers():
+    scenario = synthetic_scenario(processes=2, subtopologies=2, partitions=2, standbys=1)
+    scenario["members"][0]["active"] = ["0_1", "1_0"]
+    scenario["members"][0]["standby"] = ["0_0"]
+    scenario["members"][0]["task_offsets"] = {"0_0": 10}
+    scenario["members"][1]["task_end_offsets"] = {"0_0": 50}
+    state = parse_scenario(scenario).state
+    assert state.stateful_tasks() == ["0_0", "0_1"] and state.stateless_tasks() == ["1_0", "1_1"]
+    assert state.kafka_streams_states["p0000"].prev_tasks_by_lag() == ["0_1", "1_0", "0_0"]
+    client = KafkaStreamsAssignment.of("p0000", [AssignedTask("0_1", ACTIVE), AssignedTask("0_0", STANDBY)])
+    assert client.tasks == {"0_1": AssignedTask("0_1", ACTIVE), "0_0": AssignedTask("0_0", STANDBY)}
+    moved = client.assign_task(AssignedTask("0_0", ACTIVE)).remove_task("0_1").with_follow_up_rebalance(42)
+    assert moved.of_type(ACTIVE) == ["0_0"] and moved.of_type(STANDBY) == []
+    assert moved.follow_up_rebalance_deadline_ms == 42 and client.follow_up_rebalance_deadline_ms is None

@@ -29,17 +29,16 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         prev_active = {t: i for i, m in enumerate(group) for t in m.active}
         prev_any = {t: i for i, m in enumerate(group) for t in (*m.standby, *m.warmup)}
         prev_any.update(prev_active)
-        previous = [sum(1 for t in actives if prev_active.get(t) == i) for i in range(len(group))]
-        owner = placements(range(len(actives)), even_quotas(ones, len(actives), previous), ones,
-                           [0] * len(group), keep=[prev_active.get(t, -1) for t in actives], preferred={})
+        keep = [prev_active.get(t, -1) for t in actives]
+        owner = placements(range(len(actives)), even_quotas(ones, len(actives), _counts(keep, len(group))), ones,
+                           [0] * len(group), keep=keep, preferred={})
         load = [0] * len(group)
         for i, m in owner.items():
             result[group[m].member_id]["active"].append(actives[i])
             load[m] += 1
-        previous = [sum(1 for t, _ in others if prev_any.get(t) == i) for i in range(len(group))]
-        quota = fill_quotas(ones, load, len(others), previous)
-        owner = placements(range(len(others)), quota, ones, [0] * len(group),
-                           keep=[prev_any.get(t, -1) for t, _ in others], preferred={})
+        keep = [prev_any.get(t, -1) for t, _ in others]
+        quota = fill_quotas(ones, load, len(others), _counts(keep, len(group)))
+        owner = placements(range(len(others)), quota, ones, [0] * len(group), keep=keep, preferred={})
         for i, m in owner.items():
             task, role = others[i]
             result[group[m].member_id][role].append(task)
@@ -47,3 +46,11 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         for tasks in roles.values():
             tasks.sort(key=task_sort_key)
     return result
+
+
+def _counts(owners: Sequence[int], n: int) -> list[int]:
+    counts = [0] * n
+    for i in owners:
+        if i >= 0:
+            counts[i] += 1
+    return counts

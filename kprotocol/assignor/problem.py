@@ -53,9 +53,6 @@ class Problem:
     def caught_up(self, task: int, process: int) -> bool:
         return self.lag(task, process) <= self.acceptable_lag
 
-    def everyone_caught_up(self, task: int) -> bool:
-        return self.end_offset[task] <= self.acceptable_lag
-
     def has_rack_information(self) -> bool:
         return any(r is not None for r in self.rack) and (any(self.source_racks) or any(self.changelog_racks))
 

@@ -114,14 +114,21 @@ def _task_list(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> tuple[s
     return tuple(values)
 
 
+LATEST_OFFSET = -2  # Kafka's offset sum of a task the member runs as active: caught up
+
+
 def _offsets(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> dict[str, int]:
+    """Reported offsets by task; negative sums other than LATEST_OFFSET mean "unknown" and are dropped."""
     values = member.get(key) or {}
     _require(isinstance(values, dict), f"member {member['member_id']!r}: {key} must be an object")
+    offsets = {}
     for t, offset in values.items():
         _require(t in tasks, f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
-        _require(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0,
-                 f"member {member['member_id']!r}: {key}[{t!r}] must be a non-negative integer")
-    return values
+        integral = isinstance(offset, (int, float)) and not isinstance(offset, bool) and float(offset).is_integer()
+        _require(integral, f"member {member['member_id']!r}: {key}[{t!r}] must be an integer, got {offset!r}")
+        if offset >= 0 or offset == LATEST_OFFSET and key == "task_offsets":
+            offsets[t] = int(offset)
+    return offsets
 
 
 def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
@@ -184,7 +191,7 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
     for m in group:
         for t, o in offsets[m.member_id].items():
             if tasks[t].is_stateful:
-                lag = max(0, end_offset.get(t, 0) - o)
+                lag = 0 if o == LATEST_OFFSET else max(0, end_offset.get(t, 0) - o)
                 lags[t] = min(lags.get(t, lag), lag)
     for t in active:
         if tasks[t].is_stateful:
