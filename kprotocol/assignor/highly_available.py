@@ -99,33 +99,36 @@ def optimize_for_racks(problem: Problem, configs: AssignmentConfigs, tasks: list
 def hold_back_until_caught_up(problem: Problem, stateful: list[int], target: list[int]) -> tuple[list[int], list[int]]:
     """Actual actives (stateful ones set, others -1) and the tasks whose move to the target must wait.
 
-    A waiting task stays with its previous owner if that is caught up, else goes to the least loaded caught-up
-    process, else to the least lagging one (when it lags less than the target)."""
+    Waiting tasks, those with the fewest caught-up processes first, go to the least loaded caught-up process
+    (the previous owner among equals), else to the least lagging one when that lags less than the target."""
     active = [-1] * problem.num_tasks
     load = [0] * problem.num_processes
+    waiting = []
     for t in stateful:
-        load[target[t]] += 1
-    cap = problem.capacity
+        active[t] = target[t]
+        if problem.caught_up(t, target[t]):
+            load[target[t]] += 1
+        else:
+            waiting.append(t)
+    acceptable, cap = problem.acceptable_lag, problem.capacity
+
+    def caught_up_holders(t: int) -> list[int]:
+        return [q for q, lag in problem.state_holders(t).items() if lag <= acceptable]
+
     pending = []
-    for t in stateful:
-        p = target[t]
-        active[t] = p
-        if problem.caught_up(t, p):
-            continue
+    for t in sorted(waiting, key=lambda t: (len(caught_up_holders(t)), t)):
         lags = problem.state_holders(t)
-        caught = [(q != problem.prev_active[t], load[q] / cap[q], lag, q)
-                  for q, lag in lags.items() if lag <= problem.acceptable_lag]
+        caught = [(load[q] / cap[q], q != problem.prev_active[t], lags[q], q) for q in caught_up_holders(t)]
         if caught:
             q = min(caught)[3]
         else:
-            closer = [(lag, load[q] / cap[q], q) for q, lag in lags.items() if lag < problem.lag(t, p)]
-            if not closer:
-                continue
-            q = min(closer)[2]
+            closer = [(lag, load[q] / cap[q], q) for q, lag in lags.items() if lag < problem.lag(t, target[t])]
+            q = min(closer)[2] if closer else target[t]
         active[t] = q
-        load[p] -= 1
         load[q] += 1
-        pending.append(t)
+        if q != target[t]:
+            pending.append(t)
+    pending.sort()
     return active, pending
 
 
