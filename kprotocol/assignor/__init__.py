@@ -42,7 +42,8 @@ def assign_scenario(scenario: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "ApplicationState", "AssignedTask", "AssignedTaskType", "AssignmentConfigs", "AssignmentError",
+    "BUILT_IN_ASSIGNORS", "ApplicationState", "AssignedTask", "AssignedTaskType", "AssignmentConfigs",
+    "AssignmentError",
     "HighAvailabilityTaskAssignor", "KafkaStreamsAssignment", "KafkaStreamsState", "ScenarioError",
     "StickyTaskAssignor", "TaskAssignment", "TaskAssignmentError", "TaskAssignmentUtils", "TaskAssignor",
     "TaskInfo", "TaskTopicPartition", "assign_scenario", "load_assignor", "resolve_assignor",

@@ -65,7 +65,8 @@ def next_round(scenario: dict[str, Any], result: dict[str, Any], catch_up: bool 
     for member in nxt["members"]:
         roles = result["members"][member["member_id"]]
         old_offsets = member.get("task_offsets") or {}
-        member["active"], member["standby"], member["warmup"] = (list(roles[r]) for r in ("active", "standby", "warmup"))
+        for role in ("active", "standby", "warmup"):
+            member[role] = list(roles[role])
         member["task_end_offsets"] = {t: END_OFFSET for t in member["active"] if t in stateful}
         member["task_offsets"] = {t: END_OFFSET if catch_up else old_offsets.get(t, 0)
                                   for t in (*member["standby"], *member["warmup"])}
