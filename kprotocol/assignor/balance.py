@@ -66,15 +66,16 @@ def deal(count: int, room: Sequence[int]) -> list[int]:
     return slot_proc[order][:count].tolist()
 
 
-def placements(tasks: Iterable[int], quota: list[int], capacity: Sequence[int], load: list[int],
-               keep: Sequence[int], preferred: Mapping[int, Sequence[tuple[int, int]]]) -> dict[int, int]:
-    """Place `tasks` within `quota` (load counts tasks already placed; it is updated).
+def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[int], keep: Sequence[int],
+               preferred: Mapping[int, Sequence[tuple[int, int]]]) -> dict[int, int]:
+    """Task -> process for `tasks`, exactly `quota[p]` tasks per process (quotas add up to the task count).
 
     1. `keep[t]`: the previous owner (or -1), kept while under quota (in the order of `tasks`);
     2. `preferred[t]`: (rank, process) candidates, lowest rank then least loaded first;
     3. the rest is dealt over the remaining room.
     """
     owner: dict[int, int] = {}
+    load = [0] * len(quota)
     rest = []
     for t in tasks:
         p = keep[t]
@@ -97,7 +98,5 @@ def placements(tasks: Iterable[int], quota: list[int], capacity: Sequence[int], 
             owner[t] = best[2]
             load[best[2]] += 1
     room = [q - l for q, l in zip(quota, load)]
-    for t, p in zip(unplaced, deal(len(unplaced), room)):
-        owner[t] = p
-        load[p] += 1
+    owner.update(zip(unplaced, deal(len(unplaced), room)))
     return owner

@@ -63,7 +63,7 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
                    for p, lag in problem.state_holders(t).items())
 
     keep_order = sorted(stateful, key=lambda t: (caught_up_elsewhere(t), t))
-    owner = placements(keep_order, quota, problem.capacity, [0] * problem.num_processes,
+    owner = placements(keep_order, quota, problem.capacity,
                        keep=problem.prev_active,
                        preferred={t: [(0 if lag <= problem.acceptable_lag else lag, p)
                                       for p, lag in problem.state_holders(t).items()]
@@ -143,7 +143,7 @@ def place_stateless(problem: Problem, configs: AssignmentConfigs, stateless: lis
         if problem.prev_active[t] >= 0:
             previous[problem.prev_active[t]] += 1
     quota = fill_quotas(problem.capacity, base, len(stateless), previous)
-    owner = placements(stateless, quota, problem.capacity, [0] * problem.num_processes,
+    owner = placements(stateless, quota, problem.capacity,
                        keep=problem.prev_active, preferred={})
     for t, p in owner.items():
         active[t] = p
