@@ -72,7 +72,7 @@ def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[in
 
     1. `keep[t]`: the previous owner (or -1), kept while under quota (in the order of `tasks`);
     2. `preferred[t]`: (rank, process) candidates, lowest rank then least loaded first;
-    3. the rest is dealt over the remaining room.
+    3. the rest is dealt over the remaining room in task index order (subtopology by subtopology).
     """
     owner: dict[int, int] = {}
     load = [0] * len(quota)
@@ -98,5 +98,6 @@ def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[in
             owner[t] = best[2]
             load[best[2]] += 1
     room = [q - l for q, l in zip(quota, load)]
+    unplaced.sort()
     owner.update(zip(unplaced, deal(len(unplaced), room)))
     return owner

@@ -6,7 +6,7 @@ deterministic. Lags are kept sparse: a process only lists the stateful tasks it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from dataclasses import dataclass
 
@@ -19,6 +19,7 @@ _NO_LAGS: Mapping[int, int] = MappingProxyType({})
 class Problem:
     task_ids: list[str]
     subtopology: list[int]               # per task, index into the distinct subtopologies
+    partition: list[int]
     stateful: list[bool]
     process_ids: list[str]
     capacity: list[int]
@@ -35,6 +36,11 @@ class Problem:
     @property
     def num_tasks(self) -> int:
         return len(self.task_ids)
+
+    def interleaved(self, tasks: Iterable[int]) -> list[int]:
+        """`tasks` by partition, then subtopology: a prefix holds a mix of all subtopologies."""
+        width = len(self.task_ids) + 1
+        return sorted(tasks, key=lambda t: self.partition[t] * width + self.subtopology[t])
 
     @property
     def num_processes(self) -> int:
@@ -90,6 +96,7 @@ def build_problem(state: ApplicationState) -> Problem:
     return Problem(
         task_ids=task_ids,
         subtopology=subtopology,
+        partition=[int(t.rpartition("_")[2]) for t in task_ids],
         stateful=stateful,
         process_ids=process_ids,
         capacity=[c.num_processing_threads for c in clients],
