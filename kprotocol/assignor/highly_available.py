@@ -62,7 +62,7 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
         return any(p != problem.prev_active[t] and spare[p] > 0 and lag <= problem.acceptable_lag
                    for p, lag in problem.state_holders(t).items())
 
-    keep_order = sorted(problem.interleaved(stateful), key=caught_up_elsewhere)
+    keep_order = sorted(problem.owned_first(stateful), key=caught_up_elsewhere)
     owner = placements(keep_order, quota, problem.capacity,
                        keep=problem.prev_active,
                        preferred={t: [(0 if lag <= problem.acceptable_lag else lag, p)
@@ -143,7 +143,7 @@ def place_stateless(problem: Problem, configs: AssignmentConfigs, stateless: lis
         if problem.prev_active[t] >= 0:
             previous[problem.prev_active[t]] += 1
     quota = fill_quotas(problem.capacity, base, len(stateless), previous)
-    owner = placements(problem.interleaved(stateless), quota, problem.capacity,
+    owner = placements(problem.owned_first(stateless), quota, problem.capacity,
                        keep=problem.prev_active, preferred={})
     for t, p in owner.items():
         active[t] = p

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from dataclasses import dataclass
 
-from .api import ApplicationState, sort_task_ids
+from .api import ApplicationState, task_sort_key
 
 _NO_LAGS: Mapping[int, int] = MappingProxyType({})
 
@@ -37,10 +37,14 @@ class Problem:
     def num_tasks(self) -> int:
         return len(self.task_ids)
 
-    def interleaved(self, tasks: Iterable[int]) -> list[int]:
-        """`tasks` by partition, then subtopology: a prefix holds a mix of all subtopologies."""
+    def owned_first(self, tasks: Iterable[int]) -> list[int]:
+        """Previously owned tasks by partition, then subtopology (so that any prefix mixes all subtopologies),
+        followed by the other tasks."""
+        tasks = list(tasks)
         width = len(self.task_ids) + 1
-        return sorted(tasks, key=lambda t: self.partition[t] * width + self.subtopology[t])
+        owned = sorted((t for t in tasks if self.prev_active[t] >= 0),
+                       key=lambda t: self.partition[t] * width + self.subtopology[t])
+        return owned + [t for t in tasks if self.prev_active[t] < 0]
 
     @property
     def num_processes(self) -> int:
@@ -65,10 +69,8 @@ class Problem:
 
 def build_problem(state: ApplicationState) -> Problem:
     all_tasks = state.all_tasks
-    task_ids = sort_task_ids(all_tasks)
+    task_ids, subtopology, partition = _ordered_tasks(all_tasks)
     index = {t: i for i, t in enumerate(task_ids)}
-    subs: dict[str, int] = {}
-    subtopology = [subs.setdefault(t.rpartition("_")[0], len(subs)) for t in task_ids]
     stateful = [all_tasks[t].is_stateful for t in task_ids]
     process_ids = sorted(state.kafka_streams_states)
     clients = [state.kafka_streams_states[p] for p in process_ids]
@@ -96,7 +98,7 @@ def build_problem(state: ApplicationState) -> Problem:
     return Problem(
         task_ids=task_ids,
         subtopology=subtopology,
-        partition=[int(t.rpartition("_")[2]) for t in task_ids],
+        partition=partition,
         stateful=stateful,
         process_ids=process_ids,
         capacity=[c.num_processing_threads for c in clients],
@@ -110,6 +112,27 @@ def build_problem(state: ApplicationState) -> Problem:
         source_racks=[_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids),
         changelog_racks=[_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids),
     )
+
+
+def _ordered_tasks(task_ids: Iterable[str]) -> tuple[list[str], list[int], list[int]]:
+    """Task ids in `task_sort_key` order with their subtopology index and partition, grouping by subtopology
+    first (cheaper than a sort key per task)."""
+    groups: dict[str, tuple[list[str], list[int]]] = {}
+    for t in task_ids:
+        sub, _, part = t.rpartition("_")
+        ids, parts = groups.get(sub) or groups.setdefault(sub, ([], []))
+        ids.append(t)
+        parts.append(int(part))
+    ordered: list[str] = []
+    subtopology: list[int] = []
+    partition: list[int] = []
+    for index, sub in enumerate(sorted(groups, key=lambda s: task_sort_key(s + "_0"))):
+        ids, parts = groups[sub]
+        order = sorted(range(len(ids)), key=parts.__getitem__)
+        ordered.extend(ids[i] for i in order)
+        partition.extend(parts[i] for i in order)
+        subtopology.extend([index] * len(ids))
+    return ordered, subtopology, partition
 
 
 def _racks(state: ApplicationState, task_id: str, changelog: bool) -> tuple[frozenset[str], ...]:

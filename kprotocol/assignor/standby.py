@@ -39,7 +39,7 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
         owner = active[t]
         chosen: list[int] = []
         standbys[t] = chosen
-        previous = [p for p in problem.previous_standbys(t) if p != owner]
+        previous = [p for p in problem.prev_standby.get(t, ()) if p != owner]
         if prev_active[t] >= 0 and prev_active[t] != owner:
             previous.append(prev_active[t])
         for _ in range(replicas):

@@ -37,7 +37,7 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
         if p >= 0:
             previous[p] += 1
     quota = even_quotas(problem.capacity, problem.num_tasks, previous)
-    owner = placements(problem.interleaved(range(problem.num_tasks)), quota, problem.capacity,
+    owner = placements(problem.owned_first(range(problem.num_tasks)), quota, problem.capacity,
                        keep=problem.prev_active,
                        preferred={t: [(0, p) for p in held] for t, held in problem.prev_standby.items()})
     active = [owner[t] for t in range(problem.num_tasks)]
