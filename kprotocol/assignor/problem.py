@@ -7,8 +7,8 @@ deterministic. Lags are kept sparse: a process only lists the stateful tasks it 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from types import MappingProxyType
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .api import ApplicationState, task_sort_key
 
