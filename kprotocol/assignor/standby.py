@@ -39,9 +39,12 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
         owner = active[t]
         chosen: list[int] = []
         standbys[t] = chosen
-        previous = [p for p in problem.prev_standby.get(t, ()) if p != owner]
-        if prev_active[t] >= 0 and prev_active[t] != owner:
-            previous.append(prev_active[t])
+        held, previous_owner = problem.prev_standby.get(t), prev_active[t]
+        previous: Sequence[int] = ()
+        if held is not None or previous_owner not in (-1, owner):
+            previous = [p for p in held or () if p != owner]
+            if previous_owner not in (-1, owner):
+                previous.append(previous_owner)
         for _ in range(replicas):
             if use_tags:
                 p = _best_by_tags(problem, tag_keys, t, [owner, *chosen], previous, load, quota, by_lag)
@@ -74,16 +77,16 @@ class _LoadHeap:
         heapq.heappush(self.heap, self.load[p] * self.unit[p] + p)
 
     def least_loaded(self, owner: int, chosen: list[int]) -> int:
-        heap, skipped = self.heap, []
+        heap, skipped = self.heap, None
         while True:
             key = heapq.heappop(heap)
             p = key % self.n
             if key != self.load[p] * self.unit[p] + p:
                 continue  # stale entry
             if p == owner or p in chosen:
-                skipped.append(key)
+                skipped = [*(skipped or ()), key]
                 continue
-            for entry in skipped:
+            for entry in skipped or ():
                 heapq.heappush(heap, entry)
             return p  # its entry is gone: add_one pushes the new one
 
