@@ -17,7 +17,7 @@ from .api import ApplicationState, AssignmentConfigs, TaskAssignment
 from .assembly import to_task_assignment
 from .balance import even_quotas, fill_quotas, placements
 from .problem import Problem, build_problem
-from .rack_aware import DEFAULT_NON_OVERLAP_COST, DEFAULT_TRAFFIC_COST, optimize_actives, swap_standbys
+from .rack_aware import configured_costs, optimize_actives, swap_standbys
 from .standby import assign_standbys
 from .sticky import moved_anyway
 
@@ -86,12 +86,7 @@ def optimize_for_racks(problem: Problem, configs: AssignmentConfigs, tasks: list
         free = [t for t in moved_anyway(problem, owner) if t in among]
         optimize_actives(problem, free, owner, 1, 0)
     elif stateful:
-        optimize_actives(problem, tasks, owner,
-                         configs.rack_aware_traffic_cost if configs.rack_aware_traffic_cost is not None
-                         else DEFAULT_TRAFFIC_COST,
-                         configs.rack_aware_non_overlap_cost if configs.rack_aware_non_overlap_cost is not None
-                         else DEFAULT_NON_OVERLAP_COST,
-                         strategy == "balance_subtopology")
+        optimize_actives(problem, tasks, owner, *configured_costs(configs), strategy == "balance_subtopology")
     else:
         optimize_actives(problem, tasks, owner, len(tasks) + 1, 1, strategy == "balance_subtopology")
 

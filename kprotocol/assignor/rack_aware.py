@@ -14,12 +14,20 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
+from .api import AssignmentConfigs
 from .min_cost_flow import FlowNetwork
 from .problem import Problem
 from .standby import tag_score
 
 DEFAULT_TRAFFIC_COST = 10
 DEFAULT_NON_OVERLAP_COST = 1
+
+
+def configured_costs(configs: AssignmentConfigs) -> tuple[int, int]:
+    """(traffic cost, non-overlap cost) from the configs, Kafka's defaults 10 and 1 when unset."""
+    traffic_cost, non_overlap_cost = configs.rack_aware_traffic_cost, configs.rack_aware_non_overlap_cost
+    return (DEFAULT_TRAFFIC_COST if traffic_cost is None else traffic_cost,
+            DEFAULT_NON_OVERLAP_COST if non_overlap_cost is None else non_overlap_cost)
 
 
 def traffic(partition_racks: Sequence[frozenset[str]], rack: str | None) -> int:

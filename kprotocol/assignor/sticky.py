@@ -11,7 +11,7 @@ from .api import ApplicationState, TaskAssignment
 from .assembly import to_task_assignment
 from .balance import even_quotas, placements
 from .problem import Problem, build_problem
-from .rack_aware import DEFAULT_TRAFFIC_COST, optimize_actives, swap_standbys
+from .rack_aware import configured_costs, optimize_actives, swap_standbys
 from .standby import assign_standbys
 
 
@@ -19,7 +19,7 @@ class StickyTaskAssignor:
     def assign(self, application_state: ApplicationState) -> TaskAssignment:
         problem = build_problem(application_state)
         configs = application_state.assignment_configs
-        active = sticky_actives(problem, configs.rack_aware_traffic_cost or DEFAULT_TRAFFIC_COST,
+        active = sticky_actives(problem, configured_costs(configs)[0],
                                 configs.rack_aware_assignment_strategy == "balance_subtopology")
         load = [0] * problem.num_processes
         for p in active:

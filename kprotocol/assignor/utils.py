@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from .api import ApplicationState, AssignedTask, AssignedTaskType, KafkaStreamsAssignment
 from .errors import TaskAssignmentError
 from .problem import Problem, build_problem
-from .rack_aware import DEFAULT_NON_OVERLAP_COST, DEFAULT_TRAFFIC_COST, optimize_actives, swap_standbys
+from .rack_aware import configured_costs, optimize_actives, swap_standbys
 from .standby import assign_standbys
 
 Assignments = Mapping[str, KafkaStreamsAssignment]
@@ -76,14 +76,12 @@ class TaskAssignmentUtils:
         index = {t: i for i, t in enumerate(problem.task_ids)}
         chosen = sorted(index[t] for t in (tasks if tasks is not None else problem.task_ids))
         configs = state.assignment_configs
+        default_traffic, default_non_overlap = configured_costs(configs)
         if problem.has_rack_information():
-            optimize_actives(
-                problem, chosen, active,
-                traffic_cost if traffic_cost is not None else configs.rack_aware_traffic_cost or DEFAULT_TRAFFIC_COST,
-                non_overlap_cost if non_overlap_cost is not None
-                else configs.rack_aware_non_overlap_cost if configs.rack_aware_non_overlap_cost is not None
-                else DEFAULT_NON_OVERLAP_COST,
-                configs.rack_aware_assignment_strategy == "balance_subtopology")
+            optimize_actives(problem, chosen, active,
+                             default_traffic if traffic_cost is None else traffic_cost,
+                             default_non_overlap if non_overlap_cost is None else non_overlap_cost,
+                             configs.rack_aware_assignment_strategy == "balance_subtopology")
         return _rebuild(problem, assignments, AssignedTaskType.ACTIVE, ((t, [active[t]]) for t in chosen))
 
     @staticmethod
