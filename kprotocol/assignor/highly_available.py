@@ -44,7 +44,7 @@ class HighAvailabilityTaskAssignor:
             if budget > 0 and p not in standbys[t]:
                 warmups[t] = p
                 budget -= 1
-        if configs.rack_aware_assignment_strategy != "none" and problem.has_rack_information():
+        if configs.rack_aware_assignment_strategy != "none" and problem.racks_known:
             swap_standbys(problem, active, standbys, warmups, tags)
         deadline = application_state.now_ms + configs.probing_rebalance_interval_ms if pending else None
         return to_task_assignment(problem, active, standbys, warmups, deadline)
@@ -78,7 +78,7 @@ def optimize_for_racks(problem: Problem, configs: AssignmentConfigs, tasks: list
                        stateful: bool) -> None:
     """KIP-925 on the target: configured costs for stateful tasks, traffic first for stateless ones; without
     a strategy only tasks that move anyway are steered."""
-    if not tasks or not problem.has_rack_information():
+    if not tasks or not problem.racks_known:
         return
     strategy = configs.rack_aware_assignment_strategy
     if strategy == "none":

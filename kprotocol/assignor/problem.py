@@ -32,6 +32,7 @@ class Problem:
     acceptable_lag: int
     source_racks: list[tuple[frozenset[str], ...]]     # per task: replica racks of its known source partitions
     changelog_racks: list[tuple[frozenset[str], ...]]  # same for its changelog partitions
+    racks_known: bool                    # some client has a rack and some partition has replica racks
 
     @property
     def num_tasks(self) -> int:
@@ -63,9 +64,6 @@ class Problem:
     def caught_up(self, task: int, process: int) -> bool:
         return self.lag(task, process) <= self.acceptable_lag
 
-    def has_rack_information(self) -> bool:
-        return any(r is not None for r in self.rack) and (any(self.source_racks) or any(self.changelog_racks))
-
 
 def build_problem(state: ApplicationState) -> Problem:
     all_tasks = state.all_tasks
@@ -79,6 +77,8 @@ def build_problem(state: ApplicationState) -> Problem:
     state_lags: dict[int, dict[int, int]] = {}
     end_offsets = clients[0].end_offsets if clients else {}
     for p, client in enumerate(clients):
+        if not (client.previous_active_tasks or client.previous_standby_tasks or client.task_lags):
+            continue
         for t in client.previous_active_tasks:
             i = index.get(t)
             if i is not None and prev_active[i] < 0:
@@ -95,6 +95,8 @@ def build_problem(state: ApplicationState) -> Problem:
         if p >= 0 and stateful[i]:
             state_lags.setdefault(i, {})[p] = 0
     with_racks = any(c.rack_id is not None for c in clients)
+    source_racks = [_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids)
+    changelog_racks = [_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids)
     return Problem(
         task_ids=task_ids,
         subtopology=subtopology,
@@ -109,8 +111,9 @@ def build_problem(state: ApplicationState) -> Problem:
         state_lags=state_lags,
         end_offset=[end_offsets.get(t, 0) if sf else 0 for t, sf in zip(task_ids, stateful)],
         acceptable_lag=state.assignment_configs.acceptable_recovery_lag,
-        source_racks=[_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids),
-        changelog_racks=[_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids),
+        source_racks=source_racks,
+        changelog_racks=changelog_racks,
+        racks_known=with_racks and (any(source_racks) or any(changelog_racks)),
     )
 
 

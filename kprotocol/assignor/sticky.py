@@ -26,7 +26,7 @@ class StickyTaskAssignor:
             load[p] += 1
         tags = configs.rack_aware_assignment_tags
         standbys = assign_standbys(problem, active, configs.num_standby_replicas, load, tags)
-        if configs.rack_aware_assignment_strategy != "none" and problem.has_rack_information():
+        if configs.rack_aware_assignment_strategy != "none" and problem.racks_known:
             swap_standbys(problem, active, standbys, [-1] * problem.num_tasks, tags)
         return to_task_assignment(problem, active, standbys)
 
@@ -41,7 +41,7 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
                        keep=problem.prev_active,
                        preferred={t: [(0, p) for p in held] for t, held in problem.prev_standby.items()})
     active = [owner[t] for t in range(problem.num_tasks)]
-    if problem.has_rack_information():
+    if problem.racks_known:
         optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
     return active
 

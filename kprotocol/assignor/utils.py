@@ -77,7 +77,7 @@ class TaskAssignmentUtils:
         chosen = sorted(index[t] for t in (tasks if tasks is not None else problem.task_ids))
         configs = state.assignment_configs
         default_traffic, default_non_overlap = configured_costs(configs)
-        if problem.has_rack_information():
+        if problem.racks_known:
             optimize_actives(problem, chosen, active,
                              default_traffic if traffic_cost is None else traffic_cost,
                              default_non_overlap if non_overlap_cost is None else non_overlap_cost,
@@ -99,6 +99,6 @@ class TaskAssignmentUtils:
                 standbys[index[t]].append(p)
             for t in client.of_type(AssignedTaskType.WARMUP) if client else ():
                 warmups[index[t]] = p
-        if problem.has_rack_information():
+        if problem.racks_known:
             swap_standbys(problem, active, standbys, warmups, state.assignment_configs.rack_aware_assignment_tags)
         return _rebuild(problem, assignments, AssignedTaskType.STANDBY, enumerate(standbys))
