@@ -10,6 +10,7 @@ import sys
 COMMAND_MODULES = (
     "kprotocol.tools.demo",
     "kprotocol.tools.frames",
+    "kprotocol.tools.message",
     "kprotocol.streams.cli",
     "kprotocol.records.cli",
     "kprotocol.assignor.cli",
