@@ -1,14 +1,15 @@
 """Load quotas and the balanced, sticky placement of tasks on processes.
 
 Loads are compared per thread (tasks / capacity). `even_quotas` gives every thread floor or ceil of its share,
-so per-process spread stays <= 1; `placements` keeps previous owners within quota, then preferred holders,
+so per-process spread stays <= 1; `placements` keeps previous owners within quota, then candidate holders,
 then deals the rest round-robin in proportion to the remaining room, which spreads each subtopology.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
@@ -67,11 +68,12 @@ def deal(count: int, room: Sequence[int]) -> list[int]:
 
 
 def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[int], keep: Sequence[int],
-               preferred: Mapping[int, Sequence[tuple[int, int]]]) -> dict[int, int]:
+               candidates: Mapping[int, Iterable[int]] = MappingProxyType({}),
+               rank: Callable[[int, int], int] | None = None) -> dict[int, int]:
     """Task -> process for `tasks`, exactly `quota[p]` tasks per process (quotas add up to the task count).
 
     1. `keep[t]`: the previous owner (or -1), kept while under quota (in the order of `tasks`);
-    2. `preferred[t]`: (rank, process) candidates, lowest rank then least loaded first;
+    2. `candidates[t]`: processes to prefer, lowest `rank(t, p)` (default 0) then least loaded first;
     3. the rest is dealt over the remaining room in task index order (subtopology by subtopology).
     """
     owner: dict[int, int] = {}
@@ -87,9 +89,9 @@ def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[in
     unplaced = []
     for t in rest:
         best = None
-        for rank, p in preferred.get(t, ()):
+        for p in candidates.get(t, ()):
             if load[p] < quota[p]:
-                key = (rank, load[p] / capacity[p], p)
+                key = (rank(t, p) if rank else 0, load[p] / capacity[p], p)
                 if best is None or key < best:
                     best = key
         if best is None:

@@ -62,12 +62,13 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
         return any(p != problem.prev_active[t] and spare[p] > 0 and lag <= problem.acceptable_lag
                    for p, lag in problem.state_holders(t).items())
 
+    def lag_rank(t: int, p: int) -> int:
+        lag = problem.state_lags[t][p]
+        return 0 if lag <= problem.acceptable_lag else lag
+
     keep_order = sorted(problem.owned_first(stateful), key=caught_up_elsewhere)
     owner = placements(keep_order, quota, problem.capacity,
-                       keep=problem.prev_active,
-                       preferred={t: [(0 if lag <= problem.acceptable_lag else lag, p)
-                                      for p, lag in problem.state_holders(t).items()]
-                                  for t in stateful if t in problem.state_lags})
+                       keep=problem.prev_active, candidates=problem.state_lags, rank=lag_rank)
     target = [-1] * problem.num_tasks
     for t, p in owner.items():
         target[t] = p
@@ -139,7 +140,7 @@ def place_stateless(problem: Problem, configs: AssignmentConfigs, stateless: lis
             previous[problem.prev_active[t]] += 1
     quota = fill_quotas(problem.capacity, base, len(stateless), previous)
     owner = placements(problem.owned_first(stateless), quota, problem.capacity,
-                       keep=problem.prev_active, preferred={})
+                       keep=problem.prev_active)
     for t, p in owner.items():
         active[t] = p
     optimize_for_racks(problem, configs, stateless, active, stateful=False)

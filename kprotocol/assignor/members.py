@@ -31,14 +31,14 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         prev_any.update(prev_active)
         keep = [prev_active.get(t, -1) for t in actives]
         owner = placements(range(len(actives)), even_quotas(ones, len(actives), _counts(keep, len(group))), ones,
-                           keep=keep, preferred={})
+                           keep=keep)
         load = [0] * len(group)
         for i, m in owner.items():
             result[group[m].member_id]["active"].append(actives[i])
             load[m] += 1
         keep = [prev_any.get(t, -1) for t, _ in others]
         quota = fill_quotas(ones, load, len(others), _counts(keep, len(group)))
-        owner = placements(range(len(others)), quota, ones, keep=keep, preferred={})
+        owner = placements(range(len(others)), quota, ones, keep=keep)
         for i, m in owner.items():
             task, role = others[i]
             result[group[m].member_id][role].append(task)

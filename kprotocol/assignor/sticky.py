@@ -38,8 +38,7 @@ def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: boo
             previous[p] += 1
     quota = even_quotas(problem.capacity, problem.num_tasks, previous)
     owner = placements(problem.owned_first(range(problem.num_tasks)), quota, problem.capacity,
-                       keep=problem.prev_active,
-                       preferred={t: [(0, p) for p in held] for t, held in problem.prev_standby.items()})
+                       keep=problem.prev_active, candidates=problem.prev_standby)
     active = [owner[t] for t in range(problem.num_tasks)]
     if problem.racks_known:
         optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
