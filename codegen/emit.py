@@ -28,6 +28,17 @@ def _indent(lines: list[str], n: int = 1) -> list[str]:
     return [pad + line if line else line for line in lines]
 
 
+def fixed_runs(fields: list[tuple[int, FieldSpec]]) -> list[list[tuple[int, FieldSpec]]]:
+    """Split fields into runs: consecutive fixed-width fields share one run, others stand alone."""
+    runs: list[list[tuple[int, FieldSpec]]] = []
+    for item in fields:
+        if runs and item[1].type in FIXED and runs[-1][-1][1].type in FIXED:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
 class ModuleEmitter:
     def __init__(self, msg: MessageSpec) -> None:
         self.msg = msg
@@ -175,22 +186,16 @@ class ModuleEmitter:
         regular = [(i, f) for i, f in present if not (flex and in_range(version, f.tagged))]
         tagged = sorted(((i, f) for i, f in present if flex and in_range(version, f.tagged)), key=lambda x: x[1].tag)
         body: list[str] = []
-        k = 0
-        while k < len(regular):
-            i, f = regular[k]
+        for group in fixed_runs(regular):
+            i, f = group[0]
             if f.type in FIXED:
-                group = [(f, f"v{i}")]
-                while k + 1 < len(regular) and regular[k + 1][1].type in FIXED:
-                    k += 1
-                    group.append((regular[k][1], f"v{regular[k][0]}"))
-                codes = "".join(FIXED[g.type][0] for g, _ in group)
-                size = sum(FIXED[g.type][1] for g, _ in group)
-                names = ", ".join(v for _, v in group)
+                codes = "".join(FIXED[g.type][0] for _, g in group)
+                size = sum(FIXED[g.type][1] for _, g in group)
+                names = ", ".join(f"v{j}" for j, _ in group)
                 body += [f"_f = {f.attr!r}", f"({names},) = _U_{self.fmt(codes)}(b, p)", f"p += {size}"]
-                body += self.fixed_fixups(group, size)
+                body += self.fixed_fixups([(g, f"v{j}") for j, g in group], size)
             else:
                 body += [f"_f = {f.attr!r}"] + self.read_value(f, f"v{i}", version, self.flexible(f, version), False)
-            k += 1
         if flex:
             body += ["_f = '_tagged_fields'"]
             body += [f"v{i} = {self.default_expr(f)}" for i, f in tagged]
@@ -295,20 +300,14 @@ class ModuleEmitter:
                 tagged.append((i, f))
             else:
                 regular.append((i, f))
-        k = 0
-        while k < len(regular):
-            i, f = regular[k]
+        for group in fixed_runs(regular):
+            i, f = group[0]
             if f.type in FIXED:
-                group = [(f, f"v{i}")]
-                while k + 1 < len(regular) and regular[k + 1][1].type in FIXED:
-                    k += 1
-                    group.append((regular[k][1], f"v{regular[k][0]}"))
-                codes = "".join(FIXED[g.type][0] for g, _ in group)
-                args = ", ".join(f"{v}.bytes" if g.type == "uuid" else v for g, v in group)
+                codes = "".join(FIXED[g.type][0] for _, g in group)
+                args = ", ".join(f"v{j}.bytes" if g.type == "uuid" else f"v{j}" for j, g in group)
                 body += [f"_f = {f.attr!r}", f"w(_P_{self.fmt(codes)}({args}))"]
             else:
                 body += [f"_f = {f.attr!r}"] + self.write_value(f, f"v{i}", version, self.flexible(f, version), False, "w")
-            k += 1
         if flex:
             if not tagged:
                 body += ["if vt:", "    write_tagged(w, [], vt)", "else:", "    w(b'\\x00')"]

@@ -31,50 +31,36 @@ _SMALL_UVARINTS = tuple(bytes((i,)) for i in range(128))
 
 # ---------------------------------------------------------------- varints
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint of at most 5 bytes (32 bits), as Kafka's ByteUtils reads it."""
+def _read_unsigned(buf: bytes, pos: int, max_shift: int, bits: int, what: str) -> tuple[int, int]:
     result = 0
     shift = 0
     start = pos
     n = len(buf)
     while True:
         if pos >= n:
-            raise TruncatedError("varint runs past the end of the input", start)
+            raise TruncatedError(f"{what} runs past the end of the input", start)
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
             if b == 0 and shift:
-                raise InvalidValueError("varint is not minimally encoded", start)
-            if result > 0xFFFFFFFF:
-                raise InvalidValueError("varint does not fit in 32 bits", start)
+                raise InvalidValueError(f"{what} is not minimally encoded", start)
+            if result >> bits:
+                raise InvalidValueError(f"{what} does not fit in {bits} bits", start)
             return result, pos
         shift += 7
-        if shift > 28:
-            raise InvalidValueError("varint is longer than 5 bytes", start)
+        if shift > max_shift:
+            raise InvalidValueError(f"{what} is longer than {max_shift // 7 + 1} bytes", start)
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned varint of at most 5 bytes (32 bits), as Kafka's ByteUtils reads it."""
+    return _read_unsigned(buf, pos, 28, 32, "varint")
 
 
 def read_uvarlong(buf: bytes, pos: int) -> tuple[int, int]:
     """Unsigned varlong of at most 10 bytes (64 bits)."""
-    result = 0
-    shift = 0
-    start = pos
-    n = len(buf)
-    while True:
-        if pos >= n:
-            raise TruncatedError("varlong runs past the end of the input", start)
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if b == 0 and shift:
-                raise InvalidValueError("varlong is not minimally encoded", start)
-            if result > 0xFFFFFFFFFFFFFFFF:
-                raise InvalidValueError("varlong does not fit in 64 bits", start)
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise InvalidValueError("varlong is longer than 10 bytes", start)
+    return _read_unsigned(buf, pos, 63, 64, "varlong")
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
