@@ -22,7 +22,6 @@ from kprotocol.streams.model import (
     render_host_map,
     render_tps,
 )
-from kprotocol.streams.primitives import Input
 
 _VERSION = struct.Struct(">i")
 
@@ -80,7 +79,7 @@ class AssignmentInfo:
                 "version",
             )
         try:
-            parsed = ASSIGNMENT[version].parse_stream(Input(data))
+            parsed = ASSIGNMENT[version].parse(data)
         except ConstructError as exc:
             raise DecodeError(str(exc)) from None
         return cls(**_content(parsed))

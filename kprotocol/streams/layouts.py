@@ -5,6 +5,8 @@ Collections decode to lists in wire order. Fields are named like the dataclass a
 
 from __future__ import annotations
 
+from typing import Any
+
 from construct import Construct, Struct
 
 from kprotocol.streams.model import HostInfo, TaskId, TaskOffsetSum, TopicPartition
@@ -15,13 +17,49 @@ from kprotocol.streams.primitives import (
     MUtf8,
     NullableStr16,
     Counted,
+    Input,
     Record,
     Utf8Bytes32,
     Utf16Name,
     Uuid,
+    compile_layout,
     record,
     values,
 )
+
+
+
+class Layout:
+    """One version's declaration and its compiled form (built on first use).
+
+    The compiled form does the work; on any failure the declaration is run again, interpreted, so the
+    error raised is the precise one (typed, with offset and field path).
+    """
+
+    def __init__(self, declaration: Construct) -> None:
+        self.declaration = declaration
+        self._compiled: Construct | None = None
+
+    @property
+    def compiled(self) -> Construct:
+        if self._compiled is None:
+            self._compiled = compile_layout(self.declaration)
+        return self._compiled
+
+    def parse(self, data: bytes) -> dict[str, Any]:
+        try:
+            return self.compiled.parse_stream(Input(data))
+        except Exception:  # noqa: BLE001 - the interpreted declaration reports it precisely
+            return self.declaration.parse_stream(Input(data))
+
+    def build(self, fields: dict[str, Any]) -> bytes:
+        try:
+            return self.compiled.build(fields)
+        except Exception:  # noqa: BLE001 - as in parse
+            return self.declaration.build(fields)
+
+
+new = tuple.__new__  # builds NamedTuples without a Python-level __new__ frame (hot decode loops)
 
 # ---- SubscriptionInfo -------------------------------------------------------------------------------
 
@@ -35,7 +73,7 @@ GROUPED_SUMS = Counted(
 )
 FLAT_SUMS = Counted(
     Record(
-        lambda sub, part, offset, name: TaskOffsetSum(TaskId(sub, part, name), offset),
+        lambda sub, part, offset, name: new(TaskOffsetSum, (new(TaskId, (sub, part, name)), offset)),
         lambda s: (s.task.subtopology, s.task.partition, s.offset_sum, s.task.named_topology),
         "topic_group_id" / I32,
         "partition" / I32,
@@ -67,7 +105,7 @@ def _subscription(version: int) -> Construct:
     return Struct(*fields)
 
 
-SUBSCRIPTION = {version: _subscription(version) for version in range(1, 12)}
+SUBSCRIPTION = {version: Layout(_subscription(version)) for version in range(1, 12)}
 
 # ---- AssignmentInfo ---------------------------------------------------------------------------------
 
@@ -119,4 +157,4 @@ def _assignment(version: int) -> Construct:
     return Struct(*fields)
 
 
-ASSIGNMENT = {version: _assignment(version) for version in range(1, 12)}
+ASSIGNMENT = {version: Layout(_assignment(version)) for version in range(1, 12)}

@@ -2,6 +2,8 @@
 
 Custom constructs check every length and count against the bytes that remain (so a hostile count never
 allocates) and raise `kprotocol` decode errors carrying the byte offset and the construct path.
+Each also emits code for `construct`'s compiler (`compile_layout`): runs of integers become one
+`struct` call, so a compiled layout runs as straight-line Python.
 """
 
 from __future__ import annotations
@@ -18,6 +20,28 @@ from kprotocol.errors import EncodeError, InvalidLengthError, InvalidValueError,
 from kprotocol.streams.errors import StringTooLongError
 from kprotocol.streams.strings import decode_mutf8, decode_utf16, encode_mutf8, encode_utf16
 
+# Objects the compiled layouts refer to by name; injected into each compiled module.
+_GLOBALS: dict[str, Any] = {}
+
+
+def _name(prefix: str, value: Any) -> str:
+    name = f"{prefix}_{id(value)}"
+    _GLOBALS[name] = value
+    return name
+
+
+def compile_layout(layout: Construct) -> Construct:
+    """`layout.compile()` with the names the emitted code uses."""
+    compiled = layout.compile()
+    compiled.module.__dict__.update(_GLOBALS)
+    return compiled
+
+
+def _struct(fmt: str) -> struct.Struct:
+    return _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+
+
+_STRUCTS: dict[str, struct.Struct] = {}
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
@@ -74,6 +98,29 @@ class Counted(Subconstruct):
         sub = self.subcon._parsereport
         return [sub(stream, context, f"{path} -> [{i}]") for i in range(count)]
 
+    def _emitparse(self, code: Any) -> str:
+        fname = f"parse_counted_{code.allocateId()}"
+        count = _name("unpack", _I32.unpack)
+        code.append(f"""
+            def {fname}(io, this):
+                count = {count}(io.read(4))[0]
+                if count < 0 or count * {self.min_size} > io.size - io.tell():
+                    raise ValueError(count)
+                return [{self.subcon._compileparse(code)} for _ in range(count)]
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        fname = f"build_counted_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(items, io, this):
+                io.write({_name("pack", _I32.pack)}(len(items)))
+                for obj in items:
+                    {self.subcon._compilebuild(code)}
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
     def _build(self, obj: Iterable, stream: io.BytesIO, context: Any, path: str) -> Iterable:
         items = list(obj)
         stream_write(stream, _I32.pack(len(items)), 4, path)
@@ -93,6 +140,46 @@ class Record(Construct):
     def _parse(self, stream: Input, context: Any, path: str) -> Any:
         return self.make(*[sc._parsereport(stream, context, f"{path} -> {sc.name}") for sc in self.subcons])
 
+    def _runs(self) -> list[tuple[str | None, list[int]]]:
+        """Field indexes grouped into runs of integers (struct format) and single other fields (None)."""
+        runs: list[tuple[str | None, list[int]]] = []
+        for i, sc in enumerate(self.subcons):
+            inner = sc.subcon
+            if isinstance(inner, Int) and runs and runs[-1][0] is not None:
+                runs[-1] = (runs[-1][0] + inner.fmt.format[1:], runs[-1][1] + [i])
+            elif isinstance(inner, Int):
+                runs.append((inner.fmt.format, [i]))
+            else:
+                runs.append((None, [i]))
+        return runs
+
+    def _emitparse(self, code: Any) -> str:
+        args = []
+        for fmt, fields in self._runs():
+            if fmt is None:
+                args.append(self.subcons[fields[0]]._compileparse(code))
+            else:
+                unpack = _struct(fmt)
+                args.append(f"*{_name('unpack', unpack.unpack)}(io.read({unpack.size}))")
+        return f"{_name('make', self.make)}({', '.join(args)})"
+
+    def _emitbuild(self, code: Any) -> str:
+        fname = f"build_record_{code.allocateId()}"
+        lines = [f"values = {_name('unmake', self.unmake)}(obj)"]
+        for fmt, fields in self._runs():
+            if fmt is None:
+                lines += [f"obj = values[{fields[0]}]", self.subcons[fields[0]]._compilebuild(code)]
+            else:
+                items = ", ".join(f"values[{i}]" for i in fields)
+                lines.append(f"io.write({_name('pack', _struct(fmt).pack)}({items}))")
+        body = "\n                ".join(lines)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                {body}
+                return obj
+        """)
+        return f"{fname}(obj, io, this)"
+
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         for sc, value in zip(self.subcons, self.unmake(obj), strict=True):
             sc._build(value, stream, context, f"{path} -> {sc.name}")
@@ -104,18 +191,42 @@ def record(make: Callable[..., Any], *subcons: Construct) -> Record:
     return Record(make, tuple, *subcons)
 
 
-class Uuid(Construct):
+def _take(stream: io.BytesIO, length: int) -> bytes:
+    data = stream.read(length)
+    if len(data) != length or length < 0:
+        raise ValueError("short read")
+    return data
+
+
+class Linked(Construct):
+    """A construct whose compiled form calls its `fast_parse(stream)` (no path tracking; any failure makes
+    `Layout` rerun the interpreted declaration) and its own `_build`."""
+
+    def fast_parse(self, stream: io.BytesIO) -> Any:
+        raise NotImplementedError
+
+    def _emitparse(self, code: Any) -> str:
+        return f"{_name('parse', self.fast_parse)}(io)"
+
+    def _emitbuild(self, code: Any) -> str:
+        return f"{_name('build', self._build)}(obj, io, this, '(compiled)')"
+
+
+class Uuid(Linked):
     """16 bytes: most then least significant 64 bits."""
 
     def _parse(self, stream: Input, context: Any, path: str) -> uuid.UUID:
         return uuid.UUID(bytes=_read(stream, 16, path, "need a uuid"))
+
+    def fast_parse(self, stream: io.BytesIO) -> uuid.UUID:
+        return uuid.UUID(bytes=_take(stream, 16))
 
     def _build(self, obj: uuid.UUID, stream: io.BytesIO, context: Any, path: str) -> uuid.UUID:
         stream_write(stream, obj.bytes, 16, path)
         return obj
 
 
-class Utf8Bytes32(Construct):
+class Utf8Bytes32(Linked):
     """`bytes32` holding UTF-8 text (invalid bytes become U+FFFD); optionally empty <-> None."""
 
     def __init__(self, empty_is_none: bool = False) -> None:
@@ -130,13 +241,17 @@ class Utf8Bytes32(Construct):
         text = _read(stream, length, path, "need bytes").decode("utf-8", "replace")
         return None if self.empty_is_none and not text else text
 
+    def fast_parse(self, stream: io.BytesIO) -> str | None:
+        text = _take(stream, _I32.unpack(stream.read(4))[0]).decode("utf-8", "replace")
+        return None if self.empty_is_none and not text else text
+
     def _build(self, obj: str | None, stream: io.BytesIO, context: Any, path: str) -> str | None:
         data = (obj or "").encode("utf-8", "replace")
         stream_write(stream, _I32.pack(len(data)) + data, 4 + len(data), path)
         return obj
 
 
-class NullableStr16(Construct):
+class NullableStr16(Linked):
     """`nstr16`: int16 length (negative = null) then UTF-8."""
 
     def _parse(self, stream: Input, context: Any, path: str) -> str | None:
@@ -144,6 +259,10 @@ class NullableStr16(Construct):
         if length < 0:
             return None
         return _read(stream, length, path, "need a string").decode("utf-8", "replace")
+
+    def fast_parse(self, stream: io.BytesIO) -> str | None:
+        length = _I16.unpack(stream.read(2))[0]  # struct.error when short
+        return None if length < 0 else _take(stream, length).decode("utf-8", "replace")
 
     def _build(self, obj: str | None, stream: io.BytesIO, context: Any, path: str) -> str | None:
         if obj is None:
@@ -156,7 +275,7 @@ class NullableStr16(Construct):
         return obj
 
 
-class MUtf8(Construct):
+class MUtf8(Linked):
     """Java `writeUTF`: uint16 byte count then modified UTF-8."""
 
     def _parse(self, stream: Input, context: Any, path: str) -> str:
@@ -166,6 +285,9 @@ class MUtf8(Construct):
             return decode_mutf8(_read(stream, length, path, "need a string"))
         except ValueError as exc:
             raise InvalidValueError(str(exc), offset, field_path(path)) from None
+
+    def fast_parse(self, stream: io.BytesIO) -> str:
+        return decode_mutf8(_take(stream, _U16.unpack(stream.read(2))[0]))
 
     def _build(self, obj: str, stream: io.BytesIO, context: Any, path: str) -> str:
         data = encode_mutf8(obj)
@@ -177,7 +299,7 @@ class MUtf8(Construct):
         return obj
 
 
-class Utf16Name(Construct):
+class Utf16Name(Linked):
     """Named-topology suffix: int32 char count (<= 0: none) then UTF-16BE chars."""
 
     def _parse(self, stream: Input, context: Any, path: str) -> str | None:
@@ -185,6 +307,10 @@ class Utf16Name(Construct):
         if count <= 0:
             return None
         return decode_utf16(_read(stream, 2 * count, path, "need chars"))
+
+    def fast_parse(self, stream: io.BytesIO) -> str | None:
+        count = _I32.unpack(stream.read(4))[0]
+        return None if count <= 0 else decode_utf16(_take(stream, 2 * count))
 
     def _build(self, obj: str | None, stream: io.BytesIO, context: Any, path: str) -> str | None:
         data = encode_utf16(obj or "")
@@ -212,6 +338,12 @@ class Int(Construct):
 
     def _sizeof(self, context: Any, path: str) -> int:
         return self.fmt.size
+
+    def _emitparse(self, code: Any) -> str:
+        return f"{_name('unpack', self.fmt.unpack)}(io.read({self.fmt.size}))[0]"
+
+    def _emitbuild(self, code: Any) -> str:
+        return f"io.write({_name('pack', self.fmt.pack)}(obj))"
 
 
 I8, I32, I64 = Int(">b"), Int(">i"), Int(">q")

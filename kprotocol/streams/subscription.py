@@ -23,7 +23,6 @@ from kprotocol.streams.model import (
     TaskId,
     TaskOffsetSum,
 )
-from kprotocol.streams.primitives import Input
 
 ZERO_UUID = uuid.UUID(int=0)
 _HEADER = struct.Struct(">ii")
@@ -85,7 +84,7 @@ class SubscriptionInfo:
             return cls._probe(data, version, supported_version)
         layout = SUBSCRIPTION[version if 1 <= version <= LATEST_SUPPORTED_VERSION else 1]
         try:
-            parsed = layout.parse_stream(Input(data))
+            parsed = layout.parse(data)
         except ConstructError as exc:
             raise DecodeError(str(exc)) from None
         latest = parsed.get("latest_supported_version", UNKNOWN_VERSION)
