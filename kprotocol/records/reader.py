@@ -1,0 +1,254 @@
+"""Parse record batches of magic 0, 1 and 2 from bytes.
+
+Every length is checked against the input before use, CRCs are verified (CRC32 for magic 0/1,
+CRC32C for magic 2), and decompression is bounded, so hostile input fails with a `DecodeError`
+that names the batch instead of exhausting memory.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+
+import crc32c
+
+from kprotocol.errors import DecodeError, InvalidLengthError, InvalidValueError, TruncatedError
+from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, Compression, decompress
+from kprotocol.records.errors import ChecksumError
+from kprotocol.records.model import (
+    ATTR_COMPRESSION,
+    ATTR_LOG_APPEND_TIME,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    Header,
+    Record,
+    RecordBatch,
+    increment_sequence,
+)
+from kprotocol.runtime.primitives import read_varint, read_varlong
+
+LOG_OVERHEAD = 12  # base offset + length
+MAGIC_OFFSET = 16  # the magic byte sits at the same place in every format
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+V2_CRC_START = 21
+LEGACY_HEADER = struct.Struct(">qiIbb")
+MIN_SIZE = {0: 14, 1: 22, 2: V2_HEADER.size - LOG_OVERHEAD}
+MIN_V2_RECORD = 7
+
+
+def batch_extent(data: bytes, pos: int) -> int:
+    """Total size in bytes of the batch starting at `pos`, after checking its length and magic."""
+    if pos + LOG_OVERHEAD > len(data):
+        raise TruncatedError(f"batch header needs {LOG_OVERHEAD} bytes, {len(data) - pos} remain", pos)
+    (length,) = struct.unpack_from(">i", data, pos + 8)
+    if pos + MAGIC_OFFSET >= len(data):
+        raise TruncatedError("batch ends before its magic byte", pos)
+    magic = data[pos + MAGIC_OFFSET]
+    if magic not in MIN_SIZE:
+        raise InvalidValueError(f"unknown record batch magic {magic}", pos + MAGIC_OFFSET)
+    if length < MIN_SIZE[magic]:
+        raise InvalidLengthError(f"batch length {length} is below the minimum for magic {magic}", pos + 8)
+    end = pos + LOG_OVERHEAD + length
+    if end > len(data):
+        raise TruncatedError(f"batch of {LOG_OVERHEAD + length} bytes runs past the end of the input", pos)
+    return LOG_OVERHEAD + length
+
+
+def read_batches(
+    data: bytes | bytearray | memoryview | str,
+    *,
+    verify_crc: bool = True,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> Iterator[RecordBatch]:
+    """Every batch in `data` (bytes, or a hex string), in order."""
+    buf = bytes.fromhex(data) if isinstance(data, str) else bytes(data)
+    pos = 0
+    while pos < len(buf):
+        batch = read_batch(buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
+        yield batch
+        pos += batch.size
+
+
+def read_batch(
+    data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+) -> RecordBatch:
+    """The single batch starting at `pos`."""
+    try:
+        size = batch_extent(data, pos)
+        if data[pos + MAGIC_OFFSET] == 2:
+            return _read_v2(data, pos, size, verify_crc, max_decompressed)
+        return _read_legacy(data, pos, size, verify_crc, max_decompressed)
+    except DecodeError as exc:
+        if exc.reason.startswith("batch at offset") or pos + 8 > len(data):
+            raise
+        (base_offset,) = struct.unpack_from(">q", data, pos)
+        raise type(exc)(f"batch at offset {base_offset}: {exc.reason}", exc.offset, exc.path) from None
+
+
+# ---------------------------------------------------------------- magic 2
+
+def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> RecordBatch:
+    (base_offset, _, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
+     producer_id, producer_epoch, base_sequence, count) = V2_HEADER.unpack_from(data, pos)
+    end = pos + size
+    if verify_crc:
+        computed = crc32c.crc32c(data[pos + V2_CRC_START : end])
+        if computed != crc:
+            raise ChecksumError(
+                f"batch at offset {base_offset}: CRC32C mismatch (stored {crc:#010x}, computed {computed:#010x})",
+                pos + 17)
+    codec = attributes & ATTR_COMPRESSION
+    payload_start = pos + V2_HEADER.size
+    payload = data[payload_start:end]
+    if codec and payload:
+        payload = decompress(codec, payload, limit)
+    if count < 0 or count * MIN_V2_RECORD > len(payload):
+        raise InvalidLengthError(f"record count {count} does not fit in {len(payload)} bytes", pos + 57)
+    log_append = bool(attributes & ATTR_LOG_APPEND_TIME)
+    try:
+        records = _records_v2(payload, count, base_offset, base_ts, max_ts if log_append else None, base_sequence)
+    except DecodeError as exc:
+        exc.offset = pos if codec or exc.offset is None else payload_start + exc.offset
+        raise
+    return RecordBatch(
+        base_offset=base_offset, last_offset=base_offset + last_delta, magic=magic, crc=crc,
+        attributes=attributes, max_timestamp=max_ts, size=size, byte_offset=pos, records=records,
+        partition_leader_epoch=leader_epoch, base_timestamp=base_ts, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, count=count)
+
+
+def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
+                log_append_time: int | None, base_sequence: int) -> tuple[Record, ...]:
+    records = []
+    pos = 0
+    for index in range(count):
+        try:
+            record, pos = _record_v2(payload, pos, base_offset, base_ts, log_append_time, base_sequence)
+        except DecodeError as exc:
+            raise exc.within(f"records[{index}]") from None
+        records.append(record)
+    if pos != len(payload):
+        raise InvalidValueError(f"{len(payload) - pos} bytes remain after the last record", pos)
+    return tuple(records)
+
+
+def _bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = read_varint(buf, pos)
+    if length < 0:
+        if length != -1:
+            raise InvalidLengthError(f"{what} length {length} is negative", pos)
+        return None, pos
+    if pos + length > end:
+        raise InvalidLengthError(f"{what} length {length} runs past the record", pos)
+    return buf[pos : pos + length], pos + length
+
+
+def _record_v2(buf: bytes, pos: int, base_offset: int, base_ts: int,
+               log_append_time: int | None, base_sequence: int) -> tuple[Record, int]:
+    length, pos = read_varint(buf, pos)
+    end = pos + length
+    if length < 0 or end > len(buf):
+        raise InvalidLengthError(f"record length {length} runs past the records", pos)
+    pos += 1  # attributes: unused
+    ts_delta, pos = read_varlong(buf, pos)
+    offset_delta, pos = read_varint(buf, pos)
+    key, pos = _bytes(buf, pos, end, "key")
+    value, pos = _bytes(buf, pos, end, "value")
+    header_count, pos = read_varint(buf, pos)
+    if header_count < 0 or header_count * 2 > end - pos:
+        raise InvalidLengthError(f"header count {header_count} does not fit in the record", pos)
+    headers = []
+    for _ in range(header_count):
+        raw_key, pos = _bytes(buf, pos, end, "header key")
+        if raw_key is None:
+            raise InvalidValueError("header key is null", pos)
+        try:
+            header_key = raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidValueError("header key is not valid UTF-8", pos) from None
+        header_value, pos = _bytes(buf, pos, end, "header value")
+        headers.append(Header(header_key, header_value))
+    if pos != end:
+        raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
+    written = base_ts + ts_delta
+    timestamp = written if log_append_time is None else log_append_time
+    sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
+    return Record(
+        offset=base_offset + offset_delta, timestamp=timestamp, key=key, value=value,
+        headers=tuple(headers), sequence=sequence,
+        written_timestamp=None if written == timestamp else written), end
+
+
+# ---------------------------------------------------------------- magic 0 and 1
+
+def _legacy_entry(data: bytes, pos: int, verify_crc: bool) -> tuple[int, int, int, int, int, bytes | None, bytes | None, int]:
+    """(offset, crc, magic, attributes, timestamp, key, value, size) of the entry at `pos`."""
+    size = batch_extent(data, pos)
+    offset, _, crc, magic, attributes = LEGACY_HEADER.unpack_from(data, pos)
+    end = pos + size
+    if verify_crc:
+        computed = zlib.crc32(data[pos + MAGIC_OFFSET : end])
+        if computed != crc:
+            raise ChecksumError(
+                f"batch at offset {offset}: CRC32 mismatch (stored {crc:#010x}, computed {computed:#010x})",
+                pos + 12)
+    cursor = pos + MAGIC_OFFSET + 2
+    timestamp = NO_TIMESTAMP
+    if magic == 1:
+        (timestamp,) = struct.unpack_from(">q", data, cursor)
+        cursor += 8
+    key, cursor = _legacy_bytes(data, cursor, end, "key")
+    value, cursor = _legacy_bytes(data, cursor, end, "value")
+    if cursor != end:
+        raise InvalidLengthError(f"message size {size - LOG_OVERHEAD} disagrees with its fields", cursor)
+    return offset, crc, magic, attributes, timestamp, key, value, size
+
+
+def _legacy_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    if pos + 4 > end:
+        raise TruncatedError(f"{what} length runs past the message", pos)
+    (length,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    if length == -1:
+        return None, pos
+    if length < 0 or pos + length > end:
+        raise InvalidLengthError(f"{what} length {length} runs past the message", pos)
+    return data[pos : pos + length], pos + length
+
+
+def _read_legacy(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> RecordBatch:
+    offset, crc, magic, attributes, timestamp, key, value, _ = _legacy_entry(data, pos, verify_crc)
+    codec = attributes & ATTR_COMPRESSION
+    log_append = magic == 1 and bool(attributes & ATTR_LOG_APPEND_TIME)
+    if not codec:
+        records: tuple[Record, ...] = (Record(offset, timestamp, key, value),)
+    else:
+        try:
+            records = _legacy_inner(decompress(codec, value or b"", limit), offset, magic,
+                                    timestamp if log_append else None, verify_crc)
+        except DecodeError as exc:
+            exc.offset = pos
+            raise
+    return RecordBatch(
+        base_offset=records[0].offset if records else offset, last_offset=offset, magic=magic, crc=crc,
+        attributes=attributes, max_timestamp=timestamp, size=size, byte_offset=pos, records=records)
+
+
+def _legacy_inner(payload: bytes, wrapper_offset: int, wrapper_magic: int,
+                  log_append_time: int | None, verify_crc: bool) -> tuple[Record, ...]:
+    entries = []
+    pos = 0
+    while pos < len(payload):
+        entry = _legacy_entry(payload, pos, verify_crc)
+        if entry[3] & ATTR_COMPRESSION:
+            raise InvalidValueError("a compressed message is nested inside another", pos)
+        entries.append(entry)
+        pos += entry[7]
+    shift = wrapper_offset - entries[-1][0] if entries and wrapper_magic > 0 else 0
+    records = []
+    for inner_offset, _, _, _, inner_ts, key, value, _ in entries:
+        timestamp = inner_ts if log_append_time is None else log_append_time
+        records.append(Record(inner_offset + shift, timestamp, key, value,
+                              written_timestamp=None if inner_ts == timestamp else inner_ts))
+    return tuple(records)

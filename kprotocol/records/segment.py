@@ -1,0 +1,103 @@
+"""Read Kafka log segments (`NNNNNNNNNNNNNNNNNNNN.log`) as a stream of batches and problems.
+
+A batch that fails to decode is reported and skipped: reading resumes at the next position
+where a complete batch with a valid CRC starts, so nothing valid is lost. A partial batch at
+the end is reported as a truncated tail; an all-zero tail (a preallocated segment) is ignored.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kprotocol.errors import DecodeError, TruncatedError
+from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED
+from kprotocol.records.model import RecordBatch
+from kprotocol.records.reader import LOG_OVERHEAD, MAGIC_OFFSET, MIN_SIZE, read_batch
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentProblem:
+    """Bytes that could not be read: `kind` is "corrupt" (skipped) or "truncated" (the tail)."""
+
+    source: str
+    position: int
+    length: int
+    kind: str
+    message: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"source": self.source, "position": self.position, "length": self.length,
+                "kind": self.kind, "message": self.message}
+
+
+LogEntry = RecordBatch | SegmentProblem
+
+
+def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
+                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[LogEntry]:
+    """Batches and problems of one segment's contents, in file order."""
+    pos = 0
+    end = len(data)
+    while pos < end:
+        try:
+            batch = read_batch(data, pos, max_decompressed=max_decompressed)
+        except DecodeError as exc:
+            if not any(data[pos:end]):
+                return
+            resume = _next_valid_batch(data, pos + 1, max_decompressed)
+            if resume is None:
+                kind = "truncated" if isinstance(exc, TruncatedError) else "corrupt"
+                yield SegmentProblem(source, pos, end - pos, kind, str(exc))
+                return
+            yield SegmentProblem(source, pos, resume - pos, "corrupt", str(exc))
+            pos = resume
+            continue
+        yield batch
+        pos += batch.size
+
+
+def _next_valid_batch(data: bytes | mmap.mmap, start: int, max_decompressed: int) -> int | None:
+    end = len(data)
+    for pos in range(start, end - LOG_OVERHEAD - 1):
+        magic = data[pos + MAGIC_OFFSET] if pos + MAGIC_OFFSET < end else -1
+        if magic not in MIN_SIZE or data[pos] & 0x80:  # offsets are never negative
+            continue
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        if length < MIN_SIZE[magic] or pos + LOG_OVERHEAD + length > end:
+            continue
+        try:
+            read_batch(data, pos, max_decompressed=max_decompressed)
+        except DecodeError:
+            continue
+        return pos
+    return None
+
+
+def segment_files(path: Path) -> list[Path]:
+    """`path` itself, or a directory's `.log` segments in base-offset order."""
+    if path.is_dir():
+        logs = [p for p in path.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
+        return sorted(logs, key=lambda p: int(p.stem))
+    return [path]
+
+
+def read_segment(path: Path | str, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[LogEntry]:
+    """Batches and problems of one segment file."""
+    path = Path(path)
+    with path.open("rb") as handle:
+        if path.stat().st_size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield from read_segment_bytes(data, str(path), max_decompressed=max_decompressed)
+
+
+def read_logs(paths: Iterable[Path | str], **options: int) -> Iterator[tuple[Path, LogEntry]]:
+    """(segment file, entry) for every segment file or directory of segments given."""
+    for given in paths:
+        for file in segment_files(Path(given)):
+            for entry in read_segment(file, **options):
+                yield file, entry
