@@ -107,8 +107,14 @@ class AssignmentInfo:
             dictionary, index_of = _dictionary(self.topic_dictionary, host_maps)
             fields["topic_dictionary"] = dictionary
             fields["partitions_by_host"] = _to_indexes(self.partitions_by_host, index_of)
-            fields["standby_partitions_by_host"] = _to_indexes(self.standby_partitions_by_host, index_of)
+            if version >= 6:
+                fields["standby_partitions_by_host"] = _to_indexes(self.standby_partitions_by_host, index_of)
         return ASSIGNMENT[version].build(fields)
+
+    @property
+    def layout_version(self) -> int:
+        """The earliest version with this version's byte layout (v7-9 and v10-11 are identical)."""
+        return {8: 7, 9: 7, 11: 10}.get(self.version, self.version)
 
     def to_fields(self) -> dict:
         """The getter values rendered as in the shared vectors' `fields`."""

@@ -134,6 +134,13 @@ class SubscriptionInfo:
             fields["task_offset_sums"] = sums
         return SUBSCRIPTION[version].build(fields)
 
+    @property
+    def layout_version(self) -> int | None:
+        """The earliest version with this version's byte layout; None for a header-only (probed) decode."""
+        if self.version > LATEST_SUPPORTED_VERSION:
+            return None
+        return 3 if 3 <= self.version <= 6 else self.version
+
     def offset_sums(self) -> dict[TaskId, int]:
         """Kafka's `taskOffsetSums()`: later entries win; an empty topology name means none."""
         return {_unnamed_if_empty(s.task): s.offset_sum for s in self.task_offset_sums}

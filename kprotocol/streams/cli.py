@@ -1,0 +1,82 @@
+"""`kprotocol streams-userdata decode HEX|@file`: decode a Kafka Streams SubscriptionInfo/AssignmentInfo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kprotocol.errors import DecodeError
+from kprotocol.streams.assignment import AssignmentInfo
+from kprotocol.streams.subscription import SubscriptionInfo
+
+KINDS: dict[str, type[SubscriptionInfo] | type[AssignmentInfo]] = {
+    "subscription": SubscriptionInfo,
+    "assignment": AssignmentInfo,
+}
+
+
+def read_input(arg: str) -> bytes:
+    """HEX on the command line, or @file holding hex text or raw bytes."""
+    if not arg.startswith("@"):
+        return bytes.fromhex(arg)
+    raw = Path(arg[1:]).read_bytes()
+    try:
+        return bytes.fromhex(raw.decode("ascii"))
+    except ValueError:
+        return raw
+
+
+def describe(info: SubscriptionInfo | AssignmentInfo, detected: bool) -> dict[str, Any]:
+    layout = info.layout_version
+    return {
+        "kind": type(info).__name__,
+        "detected": detected,
+        "version": info.version,
+        "layoutVersion": layout if layout is not None else "probe-header",
+        "fields": info.to_fields(),
+    }
+
+
+def decode(data: bytes, kind: str | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The JSON document of the first kind that decodes, and the errors of those that did not."""
+    errors = []
+    for name in [kind] if kind else list(KINDS):
+        try:
+            return describe(KINDS[name].decode(data), kind is None), errors
+        except DecodeError as exc:
+            errors.append(f"{KINDS[name].__name__}: {exc}")
+    return None, errors
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        data = read_input(args.data)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read input: {exc}", file=sys.stderr)
+        return 2
+    doc, errors = decode(data, args.kind)
+    if doc is None:
+        for error in errors:
+            print(error, file=sys.stderr)
+        return 1
+    text = json.dumps(doc, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a Java string
+        text = json.dumps(doc, indent=2)
+    print(text)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("streams-userdata", help="decode Kafka Streams rebalance userdata")
+    actions = parser.add_subparsers(dest="action", required=True)
+    decode_parser = actions.add_parser("decode", help="decode a SubscriptionInfo or AssignmentInfo")
+    decode_parser.add_argument("data", help="hex bytes, or @file with hex text or raw bytes")
+    decode_parser.add_argument(
+        "--kind", choices=sorted(KINDS), help="what the bytes are (default: try subscription, then assignment)"
+    )
+    decode_parser.set_defaults(func=run)
