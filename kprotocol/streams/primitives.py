@@ -138,7 +138,7 @@ class Record(Construct):
         self.make, self.unmake, self.subcons = make, unmake, subcons
 
     def _parse(self, stream: Input, context: Any, path: str) -> Any:
-        return self.make(*[sc._parsereport(stream, context, f"{path} -> {sc.name}") for sc in self.subcons])
+        return self.make(*[sc._parsereport(stream, context, path) for sc in self.subcons])
 
     def _runs(self) -> list[tuple[str | None, list[int]]]:
         """Field indexes grouped into runs of integers (struct format) and single other fields (None)."""
@@ -182,7 +182,7 @@ class Record(Construct):
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         for sc, value in zip(self.subcons, self.unmake(obj), strict=True):
-            sc._build(value, stream, context, f"{path} -> {sc.name}")
+            sc._build(value, stream, context, path)
         return obj
 
 
@@ -281,8 +281,9 @@ class MUtf8(Linked):
     def _parse(self, stream: Input, context: Any, path: str) -> str:
         length = _int(_U16, stream, path)
         offset = stream.tell()
+        data = _read(stream, length, path, "need a string")
         try:
-            return decode_mutf8(_read(stream, length, path, "need a string"))
+            return decode_mutf8(data)
         except ValueError as exc:
             raise InvalidValueError(str(exc), offset, field_path(path)) from None
 
