@@ -1,0 +1,93 @@
+"""Log segments: the fixture reads completely; damaged copies report every problem and keep every valid batch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kprotocol.records import Record, RecordBatch, SegmentProblem, read_batches, read_logs, read_segment, write_batch
+from kprotocol.records.segment import read_segment_bytes
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "offsets"
+SEGMENT = FIXTURES / "00000000000000000000.log"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
+
+
+def _split(entries):
+    batches = [e for e in entries if isinstance(e, RecordBatch)]
+    problems = [e for e in entries if isinstance(e, SegmentProblem)]
+    return batches, problems
+
+
+def test_fixture_reads_completely():
+    batches, problems = _split(list(read_segment(SEGMENT)))
+    assert problems == []
+    assert [b.base_offset for b in batches] == MANIFEST["batches"]
+    assert [b.to_dict() for b in batches] == [b.to_dict() for b in read_batches(SEGMENT.read_bytes())]
+    assert {b.compression.label for b in batches} >= {"none", "gzip", "lz4", "zstd"}
+    assert any(b.is_control for b in batches) and any(b.is_transactional and not b.is_control for b in batches)
+
+
+@pytest.mark.parametrize("name", ["damaged-crc.log", "damaged-truncated.log", "damaged-garbage.log"])
+def test_damaged_copy_reports_every_problem_and_keeps_every_valid_batch(name):
+    expected = MANIFEST[name]
+    batches, problems = _split(list(read_segment(FIXTURES / name)))
+    assert [{"kind": p.kind, "position": p.position, "length": p.length} for p in problems] == expected["problems"]
+    assert all(p.message and p.source.endswith(name) for p in problems)
+    good = {b.base_offset: b.to_dict()["records"] for b in read_batches(SEGMENT.read_bytes())}
+    kept = {b.base_offset: b.to_dict()["records"] for b in batches if b.base_offset in good}
+    assert kept == {k: v for k, v in good.items() if k not in expected["lostBatches"]}
+
+
+def test_crc_problem_names_the_batch_offset():
+    _, (problem,) = _split(list(read_segment(FIXTURES / "damaged-crc.log")))
+    assert f"batch at offset {MANIFEST['damaged-crc.log']['lostBatches'][0]}: CRC32C mismatch" in problem.message
+
+
+def test_directory_reads_segments_in_base_offset_order(tmp_path):
+    first = write_batch([Record(0, 1, b"a", b"1"), Record(1, 2, b"b", b"2")])
+    second = write_batch([Record(2, 3, b"c", b"3")], compression="zstd")
+    third = write_batch([Record(10, 4, b"d", b"4")], magic=1)
+    (tmp_path / "00000000000000000010.log").write_bytes(third)
+    (tmp_path / "00000000000000000002.log").write_bytes(second)
+    (tmp_path / "00000000000000000000.log").write_bytes(first)
+    (tmp_path / "00000000000000000000.index").write_bytes(b"\x00" * 8)
+    (tmp_path / "empty").mkdir()
+    entries = list(read_logs([tmp_path]))
+    assert [e.base_offset for _, e in entries] == [0, 2, 10]
+    assert [f.name for f, _ in entries] == ["00000000000000000000.log", "00000000000000000002.log",
+                                            "00000000000000000010.log"]
+
+
+def test_preallocated_zero_tail_is_not_a_problem(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(SEGMENT.read_bytes() + bytes(4096))
+    batches, problems = _split(list(read_segment(path)))
+    assert problems == [] and len(batches) == len(MANIFEST["batches"])
+
+
+def test_empty_segment(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"")
+    assert list(read_segment(path)) == []
+
+
+def test_corruption_anywhere_loses_at_most_the_damaged_batch():
+    data = SEGMENT.read_bytes()
+    spans = [(b.byte_offset, b.byte_offset + b.size, b.base_offset) for b in read_batches(data)]
+    for position in range(0, len(data), 97):
+        damaged = bytearray(data)
+        damaged[position] ^= 0x5A
+        batches, problems = _split(list(read_segment_bytes(bytes(damaged))))
+        start, hit = next((start, base) for start, end, base in spans if start <= position < end)
+        assert {b.base_offset for b in batches} >= {base for _, _, base in spans if base != hit}
+        outside_crc = position - start < 8 or 12 <= position - start < 16  # base offset, leader epoch
+        assert problems or outside_crc, position
+
+
+def test_copied_fixture_matches_in_a_directory(tmp_path):
+    shutil.copy(SEGMENT, tmp_path / SEGMENT.name)
+    assert len(list(read_logs([tmp_path]))) == len(MANIFEST["batches"])
