@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain, compress, repeat
+
+import numpy as np
 
 from .api import KafkaStreamsAssignment, TaskAssignment
 from .problem import Problem
@@ -10,20 +13,26 @@ from .problem import Problem
 
 def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequence[Sequence[int]],
                        warmups: Sequence[int] | None = None, deadline_ms: int | None = None) -> TaskAssignment:
-    ids = problem.task_ids
-    roles: dict[int, tuple[list[str], list[str], list[str]]] = {}
-    for task_id, p in zip(ids, active):
-        (roles.get(p) or roles.setdefault(p, ([], [], [])))[0].append(task_id)
-    for t, procs in enumerate(standbys):
-        for p in procs:
-            (roles.get(p) or roles.setdefault(p, ([], [], [])))[1].append(ids[t])
-    for t, p in enumerate(warmups or ()):
-        if p >= 0:
-            (roles.get(p) or roles.setdefault(p, ([], [], [])))[2].append(ids[t])
+    ids, n = problem.task_ids, problem.num_processes
+    actives = _group(n, active, ids)
+    standby_ids = list(chain.from_iterable(map(repeat, ids, map(len, standbys))))
+    standby_groups = _group(n, list(chain.from_iterable(standbys)), standby_ids)
+    if warmups:
+        has_warmup = [p >= 0 for p in warmups]
+        warmup_groups = _group(n, list(compress(warmups, has_warmup)), list(compress(ids, has_warmup)))
+    else:
+        warmup_groups = [()] * n
     make = tuple.__new__  # KafkaStreamsAssignment(...) without the keyword-handling overhead
-    clients = []
-    for p, pid in enumerate(problem.process_ids):
-        r = roles.get(p)
-        fields = (pid, tuple(r[0]), tuple(r[1]), tuple(r[2]), deadline_ms) if r else (pid, (), (), (), deadline_ms)
-        clients.append(make(KafkaStreamsAssignment, fields))
-    return TaskAssignment(tuple(clients))
+    return TaskAssignment(tuple(make(KafkaStreamsAssignment, fields) for fields in zip(
+        problem.process_ids, actives, standby_groups, warmup_groups, repeat(deadline_ms))))
+
+
+def _group(n: int, owners: Sequence[int], tasks: Sequence[str]) -> list[tuple[str, ...]]:
+    """Per process, the `tasks` whose owner it is, in their order (one stable sort by owner)."""
+    if not owners:
+        return [()] * n
+    by_owner = np.asarray(owners)
+    order = np.argsort(by_owner, kind="stable").tolist()
+    ends = np.cumsum(np.bincount(by_owner, minlength=n)).tolist()
+    grouped = list(map(tasks.__getitem__, order))
+    return [tuple(grouped[start:end]) for start, end in zip([0, *ends], ends)]

@@ -69,25 +69,29 @@ def deal(count: int, room: Sequence[int]) -> list[int]:
 
 def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[int], keep: Sequence[int],
                candidates: Mapping[int, Iterable[int]] = MappingProxyType({}),
-               rank: Callable[[int, int], int] | None = None) -> dict[int, int]:
-    """Task -> process for `tasks`, exactly `quota[p]` tasks per process (quotas add up to the task count).
+               rank: Callable[[int, int], int] | None = None) -> list[int]:
+    """Per task (indexed like `keep`), the process of the tasks in `tasks`, -1 for the others; exactly
+    `quota[p]` tasks per process (quotas add up to the number of `tasks`).
 
     1. `keep[t]`: the previous owner (or -1), kept while under quota (in the order of `tasks`);
     2. `candidates[t]`: processes to prefer, lowest `rank(t, p)` (default 0) then least loaded first;
     3. the rest is dealt over the remaining room in task index order (subtopology by subtopology).
     """
-    owner: dict[int, int] = {}
+    owner = [-1] * len(keep)
     load = [0] * len(quota)
-    rest = []
-    for t in tasks:
-        p = keep[t]
-        if p >= 0 and load[p] < quota[p]:
-            owner[t] = p
-            load[p] += 1
-        else:
-            rest.append(t)
-    unplaced = []
-    for t in rest:
+    if max(keep, default=-1) < 0:
+        rest = list(tasks)
+    else:
+        rest = []
+        for t in tasks:
+            p = keep[t]
+            if p >= 0 and load[p] < quota[p]:
+                owner[t] = p
+                load[p] += 1
+            else:
+                rest.append(t)
+    unplaced = [] if candidates else rest
+    for t in rest if candidates else ():
         best = None
         for p in candidates.get(t, ()):
             if load[p] < quota[p]:
@@ -101,5 +105,6 @@ def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[in
             load[best[2]] += 1
     room = [q - l for q, l in zip(quota, load)]
     unplaced.sort()
-    owner.update(zip(unplaced, deal(len(unplaced), room)))
+    for t, p in zip(unplaced, deal(len(unplaced), room)):
+        owner[t] = p
     return owner

@@ -67,12 +67,8 @@ def balanced_stateful_target(problem: Problem, stateful: list[int]) -> list[int]
         return 0 if lag <= problem.acceptable_lag else lag
 
     keep_order = sorted(problem.owned_first(stateful), key=caught_up_elsewhere)
-    owner = placements(keep_order, quota, problem.capacity,
-                       keep=problem.prev_active, candidates=problem.state_lags, rank=lag_rank)
-    target = [-1] * problem.num_tasks
-    for t, p in owner.items():
-        target[t] = p
-    return target
+    return placements(keep_order, quota, problem.capacity,
+                      keep=problem.prev_active, candidates=problem.state_lags, rank=lag_rank)
 
 
 def optimize_for_racks(problem: Problem, configs: AssignmentConfigs, tasks: list[int], owner: list[int],
@@ -141,6 +137,6 @@ def place_stateless(problem: Problem, configs: AssignmentConfigs, stateless: lis
     quota = fill_quotas(problem.capacity, base, len(stateless), previous)
     owner = placements(problem.owned_first(stateless), quota, problem.capacity,
                        keep=problem.prev_active)
-    for t, p in owner.items():
-        active[t] = p
+    for t in stateless:
+        active[t] = owner[t]
     optimize_for_racks(problem, configs, stateless, active, stateful=False)

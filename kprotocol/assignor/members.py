@@ -33,13 +33,13 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         owner = placements(range(len(actives)), even_quotas(ones, len(actives), _counts(keep, len(group))), ones,
                            keep=keep)
         load = [0] * len(group)
-        for i, m in owner.items():
+        for i, m in enumerate(owner):
             result[group[m].member_id]["active"].append(actives[i])
             load[m] += 1
         keep = [prev_any.get(t, -1) for t, _ in others]
         quota = fill_quotas(ones, load, len(others), _counts(keep, len(group)))
         owner = placements(range(len(others)), quota, ones, keep=keep)
-        for i, m in owner.items():
+        for i, m in enumerate(owner):
             task, role = others[i]
             result[group[m].member_id][role].append(task)
     for roles in result.values():

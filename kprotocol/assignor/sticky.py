@@ -7,6 +7,8 @@ Racks, when known, only steer tasks that move anyway (KIP-925 costs among them),
 
 from __future__ import annotations
 
+import numpy as np
+
 from .api import ApplicationState, TaskAssignment
 from .assembly import to_task_assignment
 from .balance import even_quotas, placements
@@ -32,14 +34,11 @@ class StickyTaskAssignor:
 
 
 def sticky_actives(problem: Problem, traffic_cost: int, balance_subtopology: bool) -> list[int]:
-    previous = [0] * problem.num_processes
-    for p in problem.prev_active:
-        if p >= 0:
-            previous[p] += 1
+    previous = np.bincount(np.asarray(problem.prev_active, dtype=np.int64) + 1,
+                           minlength=problem.num_processes + 1)[1:].tolist()
     quota = even_quotas(problem.capacity, problem.num_tasks, previous)
-    owner = placements(problem.owned_first(range(problem.num_tasks)), quota, problem.capacity,
-                       keep=problem.prev_active, candidates=problem.prev_standby)
-    active = [owner[t] for t in range(problem.num_tasks)]
+    active = placements(problem.owned_first(range(problem.num_tasks)), quota, problem.capacity,
+                        keep=problem.prev_active, candidates=problem.prev_standby)
     if problem.racks_known:
         optimize_actives(problem, moved_anyway(problem, active), active, traffic_cost, 0, balance_subtopology)
     return active
