@@ -13,10 +13,10 @@ import base64
 import struct
 from typing import Any
 
-from kprotocol.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
 from kprotocol.errors import DecodeError
 from kprotocol.runtime.struct import Message
+from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 _PREFIX = struct.Struct(">h")
 LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, GROUP_METADATA, CONSUMER_GROUP_MEMBER_METADATA = 0, 1, 2, 5
@@ -83,24 +83,27 @@ def _body(cls: type[Message], body: bytes, version: int) -> dict[str, Any]:
 
 
 def _decode_nested(type_id: int, data: dict[str, Any]) -> None:
-    """Decode classic consumer-protocol bytes in place, next to their Kafka-shape base64."""
+    """Decode classic consumer-protocol bytes (and Streams userdata) in place, next to their base64."""
     if type_id == GROUP_METADATA and data.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
-        protocol = data.get("protocol")
+        protocol = data.get("protocol") or ""
         for member in data.get("members", []):
-            _attach(member, "subscription", decode_subscription, protocol)
-            _attach(member, "assignment", decode_assignment, protocol)
+            _attach(member, "subscription", decode_member_metadata, protocol)
+            _attach(member, "assignment", decode_member_assignment, protocol)
     elif type_id == CONSUMER_GROUP_MEMBER_METADATA:
         classic = data.get("classicMemberMetadata") or {}
         for supported in classic.get("supportedProtocols", []):
-            _attach(supported, "metadata", decode_subscription, supported.get("name"))
+            _attach(supported, "metadata", decode_member_metadata, supported.get("name") or "")
 
 
-def _attach(holder: dict[str, Any], field: str, decoder, protocol: str | None) -> None:
+def _attach(holder: dict[str, Any], field: str, decoder, protocol: str) -> None:
+    """Add `decoded<Field>`: `{"version": V, "data": {...}}`, or `{"error": ...}`."""
     encoded = holder.get(field)
     if not encoded:
         return
     target = "decoded" + field[0].upper() + field[1:]
     try:
-        holder[target] = decoder(base64.b64decode(encoded), protocol)
+        nested = decoder(CONSUMER_PROTOCOL_TYPE, protocol, base64.b64decode(encoded))
     except DecodeError as exc:
         holder[target] = {"error": str(exc)}
+        return
+    holder[target] = {"version": nested.version, "data": nested.to_json()}

@@ -178,6 +178,7 @@ def _lz4_frame_decompress(data: bytes, limit: int) -> bytes:
     pos += 1
     out: list[bytes] = []
     total = 0
+    buffer = bytearray(block_max)
     while True:
         if pos + 4 > len(data):
             raise CompressionError("lz4 frame ends without an end mark")
@@ -193,7 +194,6 @@ def _lz4_frame_decompress(data: bytes, limit: int) -> bytes:
         if word & 0x80000000:
             chunk = block
         else:
-            buffer = bytearray(block_max)
             chunk = bytes(buffer[: cramjam.lz4.decompress_block_into(block, buffer)])
         total += len(chunk)
         _check_budget(total, limit)

@@ -49,6 +49,8 @@ def write_batch(
     if last_offset is None:
         last_offset = records[-1].offset if records else base_offset
     if magic in (0, 1):
+        if codec is Compression.ZSTD:
+            raise ValueError("zstd needs magic 2")
         if transactional or control or delete_horizon_ms is not None or producer_id != -1:
             raise ValueError(f"magic {magic} has no producer, control or delete-horizon fields")
         return _write_legacy(records, magic, codec, last_offset, log_append_time, max_timestamp)
