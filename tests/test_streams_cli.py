@@ -11,7 +11,9 @@ import pytest
 from kprotocol.streams import cli
 
 SUBSCRIPTION_V12_PROBE = "0000000c0000000c"
-ASSIGNMENT_V11 = "0000000b0000000b000000020000000100000002000000000000000300000004fffffffb" + "00" * 20 + "7fffffffffffffff"
+ASSIGNMENT_V11 = (
+    "0000000b0000000b000000020000000100000002000000000000000300000004fffffffb" + "00" * 20 + "7fffffffffffffff"
+)
 
 
 def run(*argv: str) -> int:

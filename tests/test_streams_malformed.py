@@ -53,10 +53,22 @@ def test_truncation_at_every_offset_is_a_decode_error(cls: type, data: bytes) ->
             50,
             "task_offset_sums[0].named_topology",
         ),
-        (SubscriptionInfo, "0000000700000007" + "00" * 16 + "00000000" + "40000000", InvalidLengthError, 28, "task_offset_sums"),
+        (
+            SubscriptionInfo,
+            "0000000700000007" + "00" * 16 + "00000000" + "40000000",
+            InvalidLengthError,
+            28,
+            "task_offset_sums",
+        ),
         (AssignmentInfo, "0000000b0000000b7fffffff", InvalidLengthError, 8, "active_tasks"),
         (AssignmentInfo, "0000000b0000000bffffffff", InvalidLengthError, 8, "active_tasks"),
-        (AssignmentInfo, "0000000b0000000b00000001000000000000000000000fff", TruncatedError, 24, "active_tasks[0].named_topology"),
+        (
+            AssignmentInfo,
+            "0000000b0000000b00000001000000000000000000000fff",
+            TruncatedError,
+            24,
+            "active_tasks[0].named_topology",
+        ),
         (
             AssignmentInfo,
             "0000000200000000000000010000000000000000000000010004f09f98800000000000000000",
@@ -64,7 +76,13 @@ def test_truncation_at_every_offset_is_a_decode_error(cls: type, data: bytes) ->
             26,
             "standby_tasks[0].partitions[0].topic",
         ),
-        (AssignmentInfo, "0000000300000003" + "00" * 8 + "00000001ffff" + "00" * 8, TruncatedError, 22, "partitions_by_host[0].host"),
+        (
+            AssignmentInfo,
+            "0000000300000003" + "00" * 8 + "00000001ffff" + "00" * 8,
+            TruncatedError,
+            22,
+            "partitions_by_host[0].host",
+        ),
     ],
 )
 def test_malformed_input_names_offset_and_field(

@@ -13,7 +13,9 @@ from kprotocol.streams import AssignmentInfo, SubscriptionInfo, TaskId, TaskOffs
 from kprotocol.streams.nested import decode_member_assignment, decode_member_metadata
 
 SUBSCRIPTION = SubscriptionInfo(11, 11, task_offset_sums=[TaskOffsetSum(TaskId(0, 1), -2)], user_end_point="h:1")
-ASSIGNMENT = AssignmentInfo(11, 11, active_tasks=[TaskId(0, 1)], standby_tasks=[(TaskId(1, 1), [TopicPartition("t", 1)])])
+ASSIGNMENT = AssignmentInfo(
+    11, 11, active_tasks=[TaskId(0, 1)], standby_tasks=[(TaskId(1, 1), [TopicPartition("t", 1)])]
+)
 
 
 def metadata(version: int, user_data: bytes | None, written_version: int | None = None) -> bytes:

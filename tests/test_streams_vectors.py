@@ -58,9 +58,9 @@ def assignment_from_wire(row: dict) -> AssignmentInfo:
     topics = dict(wire.get("topicDictionary", []))
 
     def host_map(key: str) -> list:
-        if version >= 5:
-            return [(HostInfo(h, p), [TopicPartition(topics.get(i), q) for i, q in refs]) for h, p, refs in wire.get(key, [])]
-        return [(HostInfo(h, p), [TopicPartition(t, q) for t, q in tps]) for h, p, tps in wire.get(key, [])]
+        if version >= 5:  # partitions refer to dictionary indexes
+            return [(HostInfo(h, p), [(topics.get(i), q) for i, q in refs]) for h, p, refs in wire.get(key, [])]
+        return [(HostInfo(h, p), tps) for h, p, tps in wire.get(key, [])]
 
     return AssignmentInfo(
         version=version,

@@ -67,10 +67,8 @@ TASK_ID8 = Record(TaskId, lambda task: task[:2], "subtopology" / I32, "partition
 TASK_LIST = Counted(TASK_ID8, 8)
 END_POINT = Utf8Bytes32(empty_is_none=True)
 # v7-9: groups of (topic_group_id, [(partition, offset_sum)]), flattened by the SubscriptionInfo class.
-GROUPED_SUMS = Counted(
-    record(values, "topic_group_id" / I32, "partitions" / Counted(record(values, "partition" / I32, "offset_sum" / I64), 12)),
-    8,
-)
+PARTITION_SUMS = Counted(record(values, "partition" / I32, "offset_sum" / I64), 12)
+GROUPED_SUMS = Counted(record(values, "topic_group_id" / I32, "partitions" / PARTITION_SUMS), 8)
 FLAT_SUMS = Counted(
     Record(
         lambda sub, part, offset, name: new(TaskOffsetSum, (new(TaskId, (sub, part, name)), offset)),

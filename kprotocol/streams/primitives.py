@@ -133,7 +133,9 @@ class Counted(Subconstruct):
 class Record(Construct):
     """Named fields read in order into a value object: `make(*values)`; built from `unmake(obj)`."""
 
-    def __init__(self, make: Callable[..., Any], unmake: Callable[[Any], Iterable], *subcons: Construct) -> None:
+    def __init__(
+        self, make: Callable[..., Any], unmake: Callable[[Any], Iterable], *subcons: Construct
+    ) -> None:
         super().__init__()
         self.make, self.unmake, self.subcons = make, unmake, subcons
 
@@ -336,9 +338,6 @@ class Int(Construct):
             raise EncodeError(f"{obj!r} does not fit: {exc}", field_path(path)) from None
         stream_write(stream, data, self.fmt.size, path)
         return obj
-
-    def _sizeof(self, context: Any, path: str) -> int:
-        return self.fmt.size
 
     def _emitparse(self, code: Any) -> str:
         return f"{_name('unpack', self.fmt.unpack)}(io.read({self.fmt.size}))[0]"

@@ -26,6 +26,7 @@ from kprotocol.streams.model import (
 
 ZERO_UUID = uuid.UUID(int=0)
 _HEADER = struct.Struct(">ii")
+_VERSION = struct.Struct(">i")
 
 
 class DuplicateClientTagError(InvalidValueError):
@@ -37,7 +38,10 @@ def version_problem(version: int, latest: int) -> str | None:
     if latest == UNKNOWN_VERSION:
         if version in (1, 2):
             return None
-        return f"Only versions 1 and 2 are expected to use an UNKNOWN (-1) latest supported version. Got {version}."
+        return (
+            "Only versions 1 and 2 are expected to use an UNKNOWN (-1) latest supported version. "
+            f"Got {version}."
+        )
     if 1 <= version <= latest:
         return None
     return f"version must be between 1 and {latest}; was: {version}"
@@ -70,8 +74,11 @@ class SubscriptionInfo:
         problem = version_problem(self.version, self.latest_supported_version)
         if problem:
             raise InvalidVersionError(problem, "version")
-        if self.version < MIN_NAMED_TOPOLOGY_VERSION and any(s.task.named_topology for s in self.task_offset_sums):
-            raise NamedTopologyError("Named topologies are not compatible with older protocol versions", "task_offset_sums")
+        sums = self.task_offset_sums
+        if self.version < MIN_NAMED_TOPOLOGY_VERSION and any(s.task.named_topology for s in sums):
+            raise NamedTopologyError(
+                "Named topologies are not compatible with older protocol versions", "task_offset_sums"
+            )
 
     @classmethod
     def decode(cls, data: bytes, *, supported_version: int = LATEST_SUPPORTED_VERSION) -> SubscriptionInfo:
@@ -79,7 +86,7 @@ class SubscriptionInfo:
         data = bytes(data)
         if len(data) < 4:
             raise TruncatedError(f"need a 4-byte version, got {len(data)} byte(s)", 0, "version")
-        version = _HEADER.unpack_from(data.ljust(8))[0]
+        version = _VERSION.unpack_from(data)[0]
         if version > supported_version:
             return cls._probe(data, version, supported_version)
         layout = SUBSCRIPTION[version if 1 <= version <= LATEST_SUPPORTED_VERSION else 1]
@@ -97,7 +104,8 @@ class SubscriptionInfo:
     def _probe(cls, data: bytes, version: int, supported: int) -> SubscriptionInfo:
         """A version newer than the decoder's: only the 8-byte header is read."""
         if supported < EARLIEST_PROBEABLE_VERSION:
-            raise UnsupportedVersionError(f"unable to decode subscription data: version={version}", 0, "version")
+            message = f"unable to decode subscription data: version={version}"
+            raise UnsupportedVersionError(message, 0, "version")
         if len(data) < 8:
             raise TruncatedError("need the 8-byte version probing header", 4, "latest_supported_version")
         latest = _HEADER.unpack_from(data)[1]
