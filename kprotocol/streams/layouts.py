@@ -9,6 +9,7 @@ from typing import Any
 
 from construct import Construct, Struct
 
+from kprotocol.errors import EncodeError
 from kprotocol.streams.model import HostInfo, TaskId, TaskOffsetSum, TopicPartition
 from kprotocol.streams.primitives import (
     I8,
@@ -56,7 +57,13 @@ class Layout:
         try:
             return self.compiled.build(fields)
         except Exception:  # noqa: BLE001 - as in parse
+            pass
+        try:
             return self.declaration.build(fields)
+        except (TypeError, AttributeError, ValueError) as exc:
+            if isinstance(exc, EncodeError):
+                raise
+            raise EncodeError(f"cannot encode: {exc}") from exc
 
 
 new = tuple.__new__  # builds NamedTuples without a Python-level __new__ frame (hot decode loops)
