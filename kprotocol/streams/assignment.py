@@ -147,11 +147,12 @@ def _content(parsed: dict) -> dict:
     content["standby_tasks"] = tuple((task, tuple(tps)) for task, tps in parsed["standby_tasks"])
     if "topic_dictionary" in parsed:
         dictionary = tuple(parsed["topic_dictionary"])
-        topics = dict(dictionary)
+        topic = dict(dictionary).get
         content["topic_dictionary"] = dictionary
+        new = tuple.__new__  # TopicPartition without a Python-level __new__ call: this loop is hot
         for key in ("partitions_by_host", "standby_partitions_by_host"):
             content[key] = tuple(
-                (host, tuple(TopicPartition(topics.get(index), p) for index, p in refs))
+                (host, tuple([new(TopicPartition, (topic(index), p)) for index, p in refs]))
                 for host, refs in parsed.get(key, ())
             )
     elif "partitions_by_host" in parsed:

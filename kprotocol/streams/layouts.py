@@ -15,10 +15,10 @@ from kprotocol.streams.primitives import (
     I8,
     I32,
     I64,
-    MUtf8,
-    NullableStr16,
     Counted,
     Input,
+    MUtf8,
+    NullableStr16,
     Record,
     Utf8Bytes32,
     Utf16Name,
@@ -27,7 +27,6 @@ from kprotocol.streams.primitives import (
     record,
     values,
 )
-
 
 
 class Layout:
@@ -70,7 +69,9 @@ new = tuple.__new__  # builds NamedTuples without a Python-level __new__ frame (
 
 # ---- SubscriptionInfo -------------------------------------------------------------------------------
 
-TASK_ID8 = Record(TaskId, lambda task: task[:2], "subtopology" / I32, "partition" / I32)
+TASK_ID8 = Record(
+    lambda sub, part: new(TaskId, (sub, part, None)), lambda task: task[:2], "subtopology" / I32, "partition" / I32
+)
 TASK_LIST = Counted(TASK_ID8, 8)
 END_POINT = Utf8Bytes32(empty_is_none=True)
 # v7-9: groups of (topic_group_id, [(partition, offset_sum)]), flattened by the SubscriptionInfo class.
@@ -114,11 +115,13 @@ SUBSCRIPTION = {version: Layout(_subscription(version)) for version in range(1, 
 
 # ---- AssignmentInfo ---------------------------------------------------------------------------------
 
-TASK_ID_NAMED = record(TaskId, "subtopology" / I32, "partition" / I32, "named_topology" / Utf16Name())
-TPS = Counted(record(TopicPartition, "topic" / MUtf8(), "partition" / I32), 6)
+TASK_ID_NAMED = record(
+    lambda *fields: new(TaskId, fields), "subtopology" / I32, "partition" / I32, "named_topology" / Utf16Name()
+)
+TPS = Counted(record(lambda *fields: new(TopicPartition, fields), "topic" / MUtf8(), "partition" / I32), 6)
 HOST_TPS = Counted(
     Record(
-        lambda host, port, tps: (HostInfo(host, port), tps),
+        lambda host, port, tps: (new(HostInfo, (host, port)), tps),
         lambda entry: (entry[0].host, entry[0].port, entry[1]),
         "host" / MUtf8(),
         "port" / I32,
@@ -130,7 +133,7 @@ DICTIONARY = Counted(record(values, "index" / I32, "topic" / MUtf8()), 6)
 # v5+: partitions refer to dictionary indexes; resolved by the AssignmentInfo class.
 HOST_INDEXES = Counted(
     Record(
-        lambda host, port, refs: (HostInfo(host, port), refs),
+        lambda host, port, refs: (new(HostInfo, (host, port)), refs),
         lambda entry: (entry[0].host, entry[0].port, entry[1]),
         "host" / MUtf8(),
         "port" / I32,

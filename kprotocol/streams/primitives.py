@@ -106,9 +106,20 @@ class Counted(Subconstruct):
                 count = {count}(io.read(4))[0]
                 if count < 0 or count * {self.min_size} > io.size - io.tell():
                     raise ValueError(count)
-                return [{self.subcon._compileparse(code)} for _ in range(count)]
+                return {self._emit_elements(code)}
         """)
         return f"{fname}(io, this)"
+
+    def _emit_elements(self, code: Any) -> str:
+        """The list of `count` elements; records of integers only are read with one `iter_unpack`."""
+        fmt = self.subcon.int_format() if isinstance(self.subcon, Record) else None
+        if fmt is None:
+            return f"[{self.subcon._compileparse(code)} for _ in range(count)]"
+        unpack = _struct(fmt)
+        items = f"{_name('iter_unpack', unpack.iter_unpack)}(io.read(count * {unpack.size}))"
+        if self.subcon.make is values:
+            return f"list({items})"
+        return f"[{_name('make', self.subcon.make)}(*item) for item in {items}]"
 
     def _emitbuild(self, code: Any) -> str:
         fname = f"build_counted_{code.allocateId()}"
@@ -155,6 +166,11 @@ class Record(Construct):
                 runs.append((None, [i]))
         return runs
 
+    def int_format(self) -> str | None:
+        """The `struct` format of the whole record when all its fields are integers."""
+        runs = self._runs()
+        return runs[0][0] if len(runs) == 1 else None
+
     def _emitparse(self, code: Any) -> str:
         args = []
         for fmt, fields in self._runs():
@@ -163,6 +179,8 @@ class Record(Construct):
             else:
                 unpack = _struct(fmt)
                 args.append(f"*{_name('unpack', unpack.unpack)}(io.read({unpack.size}))")
+        if self.make is values:  # a tuple display: no call
+            return f"({', '.join(args)},)"
         return f"{_name('make', self.make)}({', '.join(args)})"
 
     def _emitbuild(self, code: Any) -> str:
