@@ -93,8 +93,8 @@ def test_tombstone_has_null_value():
 
 
 def test_streams_userdata_decoded_in_place():
-    subscription_hex = next(json.loads(line)["hex"] for line in (SHARED / "streams-userdata" / "SubscriptionInfo.jsonl").open()
-                            if json.loads(line)["version"] == 11)
+    lines = (SHARED / "streams-userdata" / "SubscriptionInfo.jsonl").open()
+    subscription_hex = next(json.loads(line)["hex"] for line in lines if json.loads(line)["version"] == 11)
     from kprotocol.registry import message_class
 
     sub = struct.pack(">h", 0) + message_class("ConsumerProtocolSubscription").from_json(

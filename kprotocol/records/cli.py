@@ -42,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     state.set_defaults(func=lambda args: run_state(args, sys.stdout, sys.stderr))
 
 
-def _batches(args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO) -> Iterator[tuple[Path, RecordBatch]]:
+def _batches(
+    args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO
+) -> Iterator[tuple[Path, RecordBatch]]:
     total = sum(f.stat().st_size for p in args.paths for f in segment_files(p))
     show = total >= PROGRESS_THRESHOLD if args.progress is None else args.progress
     with tqdm(total=total, unit="B", unit_scale=True, disable=not show, file=err) as bar:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import crc32c
 
 from kprotocol.errors import DecodeError, InvalidLengthError, InvalidValueError, TruncatedError
-from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, Compression, decompress
+from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kprotocol.records.errors import ChecksumError
 from kprotocol.records.model import (
     ATTR_COMPRESSION,
@@ -182,8 +183,21 @@ def _record_v2(buf: bytes, pos: int, base_offset: int, base_ts: int,
 
 # ---------------------------------------------------------------- magic 0 and 1
 
-def _legacy_entry(data: bytes, pos: int, verify_crc: bool) -> tuple[int, int, int, int, int, bytes | None, bytes | None, int]:
-    """(offset, crc, magic, attributes, timestamp, key, value, size) of the entry at `pos`."""
+@dataclass(frozen=True, slots=True)
+class LegacyEntry:
+    """One magic 0/1 message with its log offset and total size."""
+
+    offset: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    size: int
+
+
+def _legacy_entry(data: bytes, pos: int, verify_crc: bool) -> LegacyEntry:
     size = batch_extent(data, pos)
     offset, _, crc, magic, attributes = LEGACY_HEADER.unpack_from(data, pos)
     end = pos + size
@@ -202,7 +216,7 @@ def _legacy_entry(data: bytes, pos: int, verify_crc: bool) -> tuple[int, int, in
     value, cursor = _legacy_bytes(data, cursor, end, "value")
     if cursor != end:
         raise InvalidLengthError(f"message size {size - LOG_OVERHEAD} disagrees with its fields", cursor)
-    return offset, crc, magic, attributes, timestamp, key, value, size
+    return LegacyEntry(offset, crc, magic, attributes, timestamp, key, value, size)
 
 
 def _legacy_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
@@ -218,37 +232,40 @@ def _legacy_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | N
 
 
 def _read_legacy(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> RecordBatch:
-    offset, crc, magic, attributes, timestamp, key, value, _ = _legacy_entry(data, pos, verify_crc)
-    codec = attributes & ATTR_COMPRESSION
-    log_append = magic == 1 and bool(attributes & ATTR_LOG_APPEND_TIME)
+    wrapper = _legacy_entry(data, pos, verify_crc)
+    codec = wrapper.attributes & ATTR_COMPRESSION
+    log_append = wrapper.magic == 1 and bool(wrapper.attributes & ATTR_LOG_APPEND_TIME)
     if not codec:
-        records: tuple[Record, ...] = (Record(offset, timestamp, key, value),)
+        records: tuple[Record, ...] = (Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value),)
     else:
         try:
-            records = _legacy_inner(decompress(codec, value or b"", limit), offset, magic,
-                                    timestamp if log_append else None, verify_crc)
+            records = _legacy_inner(decompress(codec, wrapper.value or b"", limit), wrapper,
+                                    wrapper.timestamp if log_append else None, verify_crc)
         except DecodeError as exc:
             exc.offset = pos
             raise
     return RecordBatch(
-        base_offset=records[0].offset if records else offset, last_offset=offset, magic=magic, crc=crc,
-        attributes=attributes, max_timestamp=timestamp, size=size, byte_offset=pos, records=records)
+        base_offset=records[0].offset if records else wrapper.offset, last_offset=wrapper.offset,
+        magic=wrapper.magic, crc=wrapper.crc, attributes=wrapper.attributes, max_timestamp=wrapper.timestamp,
+        size=size, byte_offset=pos, records=records)
 
 
-def _legacy_inner(payload: bytes, wrapper_offset: int, wrapper_magic: int,
-                  log_append_time: int | None, verify_crc: bool) -> tuple[Record, ...]:
+def _legacy_inner(payload: bytes, wrapper: LegacyEntry, log_append_time: int | None,
+                  verify_crc: bool) -> tuple[Record, ...]:
+    """The messages inside a compressed wrapper. Magic 1 stores inner offsets relative to the
+    first one and the wrapper carries the last absolute offset; magic 0 stores absolute offsets."""
     entries = []
     pos = 0
     while pos < len(payload):
         entry = _legacy_entry(payload, pos, verify_crc)
-        if entry[3] & ATTR_COMPRESSION:
+        if entry.attributes & ATTR_COMPRESSION:
             raise InvalidValueError("a compressed message is nested inside another", pos)
         entries.append(entry)
-        pos += entry[7]
-    shift = wrapper_offset - entries[-1][0] if entries and wrapper_magic > 0 else 0
+        pos += entry.size
+    shift = wrapper.offset - entries[-1].offset if entries and wrapper.magic > 0 else 0
     records = []
-    for inner_offset, _, _, _, inner_ts, key, value, _ in entries:
-        timestamp = inner_ts if log_append_time is None else log_append_time
-        records.append(Record(inner_offset + shift, timestamp, key, value,
-                              written_timestamp=None if inner_ts == timestamp else inner_ts))
+    for entry in entries:
+        timestamp = entry.timestamp if log_append_time is None else log_append_time
+        records.append(Record(entry.offset + shift, timestamp, entry.key, entry.value,
+                              written_timestamp=None if entry.timestamp == timestamp else entry.timestamp))
     return tuple(records)
