@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain, compress, repeat
-
-import numpy as np
+from itertools import compress, repeat
 
 from .api import KafkaStreamsAssignment, TaskAssignment
 from .problem import Problem
@@ -14,25 +12,21 @@ from .problem import Problem
 def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequence[Sequence[int]],
                        warmups: Sequence[int] | None = None, deadline_ms: int | None = None) -> TaskAssignment:
     ids, n = problem.task_ids, problem.num_processes
-    actives = _group(n, active, ids)
-    standby_ids = list(chain.from_iterable(map(repeat, ids, map(len, standbys))))
-    standby_groups = _group(n, list(chain.from_iterable(standbys)), standby_ids)
-    if warmups:
-        has_warmup = [p >= 0 for p in warmups]
-        warmup_groups = _group(n, list(compress(warmups, has_warmup)), list(compress(ids, has_warmup)))
-    else:
-        warmup_groups = [()] * n
+    actives: list[list[str]] = [[] for _ in range(n)]
+    add = [tasks.append for tasks in actives]
+    for task_id, p in zip(ids, active):
+        add[p](task_id)
+    standby_tasks: list[list[str]] = [[] for _ in range(n)]
+    add = [tasks.append for tasks in standby_tasks]
+    for task_id, procs in compress(zip(ids, standbys), standbys):
+        for p in procs:
+            add[p](task_id)
+    warmup_tasks: dict[int, list[str]] = {}
+    for task_id, p in zip(ids, warmups or ()):
+        if p >= 0:
+            warmup_tasks.setdefault(p, []).append(task_id)
     make = tuple.__new__  # KafkaStreamsAssignment(...) without the keyword-handling overhead
-    return TaskAssignment(tuple(make(KafkaStreamsAssignment, fields) for fields in zip(
-        problem.process_ids, actives, standby_groups, warmup_groups, repeat(deadline_ms))))
-
-
-def _group(n: int, owners: Sequence[int], tasks: Sequence[str]) -> list[tuple[str, ...]]:
-    """Per process, the `tasks` whose owner it is, in their order (one stable sort by owner)."""
-    if not owners:
-        return [()] * n
-    by_owner = np.asarray(owners)
-    order = np.argsort(by_owner, kind="stable").tolist()
-    ends = np.cumsum(np.bincount(by_owner, minlength=n)).tolist()
-    grouped = list(map(tasks.__getitem__, order))
-    return [tuple(grouped[start:end]) for start, end in zip([0, *ends], ends)]
+    return TaskAssignment(tuple(
+        make(KafkaStreamsAssignment, (pid, tuple(a), tuple(s), tuple(warmup_tasks.get(p, ())), deadline))
+        for p, pid, a, s, deadline in zip(range(n), problem.process_ids, actives, standby_tasks,
+                                          repeat(deadline_ms))))

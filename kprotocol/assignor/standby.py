@@ -34,12 +34,12 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
     quota = even_quotas(cap, sum(load) + replicas * len(stateful), [0] * n_proc)
     heap = _LoadHeap(load, cap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
-    prev_active = problem.prev_active
+    prev_active, prev_standby = problem.prev_active, problem.prev_standby
     for t in stateful:
         owner = active[t]
         chosen: list[int] = []
         standbys[t] = chosen
-        held, previous_owner = problem.prev_standby.get(t), prev_active[t]
+        held, previous_owner = prev_standby.get(t), prev_active[t]
         previous: Sequence[int] = ()
         if held is not None or previous_owner not in (-1, owner):
             previous = [p for p in held or () if p != owner]
@@ -48,20 +48,21 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
         for _ in range(replicas):
             if use_tags:
                 p = _best_by_tags(problem, tag_keys, t, [owner, *chosen], previous, load, quota, by_lag)
-            elif previous:
-                p = _best_previous(problem, t, owner, chosen, previous, load, quota, by_lag)
-                if p < 0:
-                    p = heap.least_loaded(owner, chosen)
+                load[p] += 1
             else:
-                p = heap.least_loaded(owner, chosen)
+                p = _best_previous(problem, t, chosen, previous, load, quota, by_lag) if previous else -1
+                if p < 0:
+                    p = heap.take_least_loaded(owner, chosen)
+                else:
+                    load[p] += 1
             chosen.append(p)
-            heap.add_one(p)
     return standbys
 
 
 class _LoadHeap:
-    """Processes by tasks per thread, then process index. Keys are plain ints (load x lcm(capacities) /
-    capacity, then index) so that comparing them is exact and allocates nothing the GC tracks."""
+    """Processes by tasks per thread, then process index: one entry per process, refreshed lazily when its
+    `load` grew behind the heap's back. Keys are plain ints (load x lcm(capacities) / capacity, then index) so
+    that comparing them is exact and allocates nothing the GC tracks."""
 
     def __init__(self, load: list[int], capacity: Sequence[int]) -> None:
         self.load = load
@@ -72,37 +73,41 @@ class _LoadHeap:
         self.n = n
         heapq.heapify(self.heap)
 
-    def add_one(self, p: int) -> None:
-        self.load[p] += 1
-        heapq.heappush(self.heap, self.load[p] * self.unit[p] + p)
-
-    def least_loaded(self, owner: int, chosen: list[int]) -> int:
-        heap, skipped = self.heap, None
+    def take_least_loaded(self, owner: int, chosen: list[int]) -> int:
+        """The least loaded process other than `owner` and `chosen`, given one more task."""
+        heap, load, unit, skipped = self.heap, self.load, self.unit, None
         while True:
-            key = heapq.heappop(heap)
+            key = heap[0]
             p = key % self.n
-            if key != self.load[p] * self.unit[p] + p:
-                continue  # stale entry
-            if p == owner or p in chosen:
-                skipped = [*(skipped or ()), key]
-                continue
-            for entry in skipped or ():
-                heapq.heappush(heap, entry)
-            return p  # its entry is gone: add_one pushes the new one
+            current = load[p] * unit[p] + p
+            if key != current:
+                heapq.heapreplace(heap, current)  # entries only lag behind: the true key is larger
+            elif p == owner or p in chosen:
+                skipped = [*(skipped or ()), heapq.heappop(heap)]
+            else:
+                load[p] += 1
+                heapq.heapreplace(heap, current + unit[p])
+                for entry in skipped or ():
+                    heapq.heappush(heap, entry)
+                return p
 
 
-def _best_previous(problem: Problem, t: int, owner: int, chosen: list[int], previous: list[int], load: list[int],
+def _best_previous(problem: Problem, t: int, chosen: list[int], previous: Sequence[int], load: list[int],
                    quota: list[int], by_lag: bool) -> int:
+    """The previous holder (none of them is the active owner) to keep the standby, or -1."""
+    if len(previous) == 1:
+        p = previous[0]
+        return p if load[p] < quota[p] and p not in chosen else -1
     best = None
     for p in previous:
-        if p != owner and p not in chosen and load[p] < quota[p]:
+        if p not in chosen and load[p] < quota[p]:
             key = (problem.lag(t, p) if by_lag else 0, load[p] / problem.capacity[p], p)
             if best is None or key < best:
                 best = key
     return -1 if best is None else best[2]
 
 
-def _best_by_tags(problem: Problem, tag_keys: Sequence[str], t: int, holders: list[int], previous: list[int],
+def _best_by_tags(problem: Problem, tag_keys: Sequence[str], t: int, holders: list[int], previous: Sequence[int],
                   load: list[int], quota: list[int], by_lag: bool) -> int:
     best = None
     for p in range(problem.num_processes):
