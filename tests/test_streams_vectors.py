@@ -170,3 +170,23 @@ def test_version_probing(row: dict) -> None:
     assert info.latest_supported_version == row["decodedLatestSupportedVersion"]
     if row.get("otherFieldsEmpty"):
         assert info == SubscriptionInfo(info.version, info.latest_supported_version)
+
+
+def test_plain_values_build_the_same_bytes() -> None:
+    """Bare tuples/lists in place of the value types encode exactly like the value types."""
+    typed = AssignmentInfo(
+        10,
+        active_tasks=(TaskId(0, 1), TaskId(2, 3, "x")),
+        standby_tasks=((TaskId(1, 1), (TopicPartition("t", 1),)),),
+        partitions_by_host=((HostInfo("h", 1), (TopicPartition("t", 0),)),),
+    )
+    plain = AssignmentInfo(
+        10,
+        active_tasks=((0, 1), (2, 3, "x")),
+        standby_tasks=(((1, 1), (("t", 1),)),),
+        partitions_by_host=[(("h", 1), [("t", 0)])],
+    )
+    assert plain == typed and plain.encode() == typed.encode()
+    sums = SubscriptionInfo(10, task_offset_sums=(((0, 1, "n"), 5),))
+    assert sums.task_offset_sums == (TaskOffsetSum(TaskId(0, 1, "n"), 5),)
+    assert SubscriptionInfo.decode(sums.encode()) == sums

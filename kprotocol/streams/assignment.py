@@ -52,15 +52,17 @@ class AssignmentInfo:
             raise InvalidVersionError(
                 f"version must be between 1 and {LATEST_SUPPORTED_VERSION}; was: {self.version}", "version"
             )
-        if type(self.active_tasks) is not tuple:
-            object.__setattr__(self, "active_tasks", tuple(TaskId(*t) for t in self.active_tasks))
-        if type(self.standby_tasks) is not tuple:
-            standby = tuple((TaskId(*t), _tps(tps)) for t, tps in self.standby_tasks)
-            object.__setattr__(self, "standby_tasks", standby)
+        # Plain values (lists, bare tuples) become the value types; decoded input is already in shape.
+        active = self.active_tasks
+        if type(active) is not tuple or not all(type(t) is TaskId for t in active):
+            object.__setattr__(self, "active_tasks", tuple(TaskId(*t) for t in active))
+        standby = self.standby_tasks
+        if type(standby) is not tuple or not all(type(e) is tuple and type(e[0]) is TaskId for e in standby):
+            object.__setattr__(self, "standby_tasks", tuple((TaskId(*t), _tps(tps)) for t, tps in standby))
         for name in ("partitions_by_host", "standby_partitions_by_host"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
-                object.__setattr__(self, name, tuple((HostInfo(*h), _tps(tps)) for h, tps in value))
+            hosts = getattr(self, name)
+            if type(hosts) is not tuple or not all(type(e) is tuple and type(e[0]) is HostInfo for e in hosts):
+                object.__setattr__(self, name, tuple((HostInfo(*h), _tps(tps)) for h, tps in hosts))
         if self.topic_dictionary is not None and type(self.topic_dictionary) is not tuple:
             object.__setattr__(self, "topic_dictionary", tuple((i, t) for i, t in self.topic_dictionary))
 

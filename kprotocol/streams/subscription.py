@@ -66,15 +66,16 @@ class SubscriptionInfo:
     client_tags: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if type(self.task_offset_sums) is not tuple:
-            sums = tuple(TaskOffsetSum(TaskId(*task), offset) for task, offset in self.task_offset_sums)
+        # Plain values (lists, bare tuples) become the value types; decoded input is already in shape.
+        sums = self.task_offset_sums
+        if type(sums) is not tuple or not all(type(s) is TaskOffsetSum and type(s[0]) is TaskId for s in sums):
+            sums = tuple(TaskOffsetSum(TaskId(*task), offset) for task, offset in sums)
             object.__setattr__(self, "task_offset_sums", sums)
         if type(self.client_tags) is not tuple:
             object.__setattr__(self, "client_tags", tuple((k, v) for k, v in self.client_tags))
         problem = version_problem(self.version, self.latest_supported_version)
         if problem:
             raise InvalidVersionError(problem, "version")
-        sums = self.task_offset_sums
         if self.version < MIN_NAMED_TOPOLOGY_VERSION and any(s.task.named_topology for s in sums):
             raise NamedTopologyError(
                 "Named topologies are not compatible with older protocol versions", "task_offset_sums"
