@@ -83,7 +83,8 @@ class SubscriptionInfo:
 
     @classmethod
     def decode(cls, data: bytes, *, supported_version: int = LATEST_SUPPORTED_VERSION) -> SubscriptionInfo:
-        """Decode as Kafka does; `supported_version` emulates the decoder of an older release."""
+        """Decode as Kafka does; `supported_version` (at most 11) emulates the decoder of an older release."""
+        supported_version = min(supported_version, LATEST_SUPPORTED_VERSION)
         data = bytes(data)
         if len(data) < 4:
             raise TruncatedError(f"need a 4-byte version, got {len(data)} byte(s)", 0, "version")
