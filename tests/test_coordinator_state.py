@@ -129,3 +129,20 @@ def test_cli_progress_bar_goes_to_stderr(capsys):
     code, out, err = _run(["offsets", "decode", "--progress", str(SEGMENT)], capsys)
     assert code == 0 and "100%" in err
     assert all(json.loads(line) for line in out.splitlines())  # stdout stays pure JSON lines
+
+
+def test_cli_decode_transaction_state_topic(tmp_path, capsys):
+    from kprotocol.records import Record, write_batch
+    from kprotocol.registry import message_class
+
+    key = b"\x00\x00" + message_class("TransactionLogKey").from_json({"transactionalId": "txn-1"}, 0).encode(0)
+    doc = {"producerId": 7, "producerEpoch": 1, "transactionTimeoutMs": 60000, "transactionStatus": 0,
+           "transactionPartitions": None, "transactionLastUpdateTimestampMs": 5, "transactionStartTimestampMs": 5}
+    value = b"\x00\x00" + message_class("TransactionLogValue").from_json(doc, 0).encode(0)
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(write_batch([Record(0, 1, key, value), Record(1, 2, key, None)]))
+    code, out, _ = _run(["offsets", "decode", "--topic", "__transaction_state", str(tmp_path)], capsys)
+    first, tombstone = (json.loads(line) for line in out.splitlines())
+    assert code == 0
+    assert first["key"] == {"type": 0, "data": {"transactionalId": "txn-1"}}
+    assert first["value"] == {"version": 0, "data": doc} and tombstone["value"] is None

@@ -134,8 +134,17 @@ def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
     return tuple(records)
 
 
+def _zigzag(buf: bytes, pos: int, general=read_varint) -> tuple[int, int]:
+    """A zig-zag varint, with a fast path for the common one-byte case."""
+    if pos < len(buf):
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+    return general(buf, pos)
+
+
 def _bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = read_varint(buf, pos)
+    length, pos = _zigzag(buf, pos)
     if length < 0:
         if length != -1:
             raise InvalidLengthError(f"{what} length {length} is negative", pos)
@@ -147,20 +156,33 @@ def _bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int
 
 def _record_v2(buf: bytes, pos: int, base_offset: int, base_ts: int,
                log_append_time: int | None, base_sequence: int) -> tuple[Record, int]:
-    length, pos = read_varint(buf, pos)
+    length, pos = _zigzag(buf, pos)
     end = pos + length
     if length < 0 or end > len(buf):
         raise InvalidLengthError(f"record length {length} runs past the records", pos)
     pos += 1  # attributes: unused
-    ts_delta, pos = read_varlong(buf, pos)
-    offset_delta, pos = read_varint(buf, pos)
+    ts_delta, pos = _zigzag(buf, pos, read_varlong)
+    offset_delta, pos = _zigzag(buf, pos)
     key, pos = _bytes(buf, pos, end, "key")
     value, pos = _bytes(buf, pos, end, "value")
-    header_count, pos = read_varint(buf, pos)
-    if header_count < 0 or header_count * 2 > end - pos:
-        raise InvalidLengthError(f"header count {header_count} does not fit in the record", pos)
+    header_count, pos = _zigzag(buf, pos)
+    headers: tuple[Header, ...] = ()
+    if header_count:
+        headers, pos = _headers(buf, pos, end, header_count)
+    if pos != end:
+        raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
+    written = base_ts + ts_delta
+    timestamp = written if log_append_time is None else log_append_time
+    sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
+    return Record(base_offset + offset_delta, timestamp, key, value, headers, sequence,
+                  None if written == timestamp else written), end
+
+
+def _headers(buf: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+    if count < 0 or count * 2 > end - pos:
+        raise InvalidLengthError(f"header count {count} does not fit in the record", pos)
     headers = []
-    for _ in range(header_count):
+    for _ in range(count):
         raw_key, pos = _bytes(buf, pos, end, "header key")
         if raw_key is None:
             raise InvalidValueError("header key is null", pos)
@@ -170,15 +192,7 @@ def _record_v2(buf: bytes, pos: int, base_offset: int, base_ts: int,
             raise InvalidValueError("header key is not valid UTF-8", pos) from None
         header_value, pos = _bytes(buf, pos, end, "header value")
         headers.append(Header(header_key, header_value))
-    if pos != end:
-        raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
-    written = base_ts + ts_delta
-    timestamp = written if log_append_time is None else log_append_time
-    sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
-    return Record(
-        offset=base_offset + offset_delta, timestamp=timestamp, key=key, value=value,
-        headers=tuple(headers), sequence=sequence,
-        written_timestamp=None if written == timestamp else written), end
+    return tuple(headers), pos
 
 
 # ---------------------------------------------------------------- magic 0 and 1
