@@ -8,6 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kprotocol.coordinator import decode_record, decode_share_state_record, decode_transaction_record, record_types
 
@@ -110,3 +112,20 @@ def test_streams_userdata_decoded_in_place():
     assert out["subscription"] == member["subscription"]
     assert out["decodedSubscription"]["data"]["streamsUserData"]["version"] == 11
     assert "decodedAssignment" not in out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.none() | st.binary(max_size=80))
+def test_arbitrary_bytes_are_reported_never_raised(key, value):
+    decoded = decode_record(key, value)
+    assert set(decoded) == {"key", "value"}
+    assert "data" in decoded["key"] or "hex" in decoded["key"]
+    assert (value is None) == (decoded["value"] is None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 24), st.integers(0, 4), st.binary(max_size=60))
+def test_known_types_with_garbage_bodies_keep_their_hex(type_id, version, garbage):
+    decoded = decode_record(struct.pack(">h", type_id) + garbage, struct.pack(">h", version) + garbage)
+    for part in (decoded["key"], decoded["value"]):
+        assert "data" in part or part["hex"] == garbage.hex()

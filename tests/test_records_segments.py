@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kprotocol.records import Record, RecordBatch, SegmentProblem, read_batches, read_logs, read_segment, write_batch
 from kprotocol.records.segment import read_segment_bytes
@@ -91,3 +93,20 @@ def test_corruption_anywhere_loses_at_most_the_damaged_batch():
 def test_copied_fixture_matches_in_a_directory(tmp_path):
     shutil.copy(SEGMENT, tmp_path / SEGMENT.name)
     assert len(list(read_logs([tmp_path]))) == len(MANIFEST["batches"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_every_byte_is_a_batch_or_a_reported_problem(data):
+    segment = SEGMENT.read_bytes()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(segment)), max_size=3)))
+    damaged = bytearray(segment)
+    for cut in cuts:
+        damaged[cut:cut] = data.draw(st.binary(min_size=1, max_size=30))
+    batches, problems = _split(list(read_segment_bytes(bytes(damaged))))
+    covered = sorted([(b.byte_offset, b.size) for b in batches] + [(p.position, p.length) for p in problems])
+    position = 0
+    for start, size in covered:
+        assert start == position
+        position += size
+    assert not any(damaged[position:])  # only an all-zero tail may go unreported

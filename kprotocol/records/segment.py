@@ -46,10 +46,10 @@ def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
         try:
             batch = read_batch(data, pos, max_decompressed=max_decompressed)
         except DecodeError as exc:
-            if not any(data[pos:end]):
-                return
             resume = _next_valid_batch(data, pos + 1, max_decompressed)
             if resume is None:
+                if not any(data[pos:end]):
+                    return
                 kind = "truncated" if isinstance(exc, TruncatedError) else "corrupt"
                 yield SegmentProblem(source, pos, end - pos, kind, str(exc))
                 return
