@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -95,15 +96,19 @@ def build_problem(state: ApplicationState) -> Problem:
     stateful = list(map(_IS_STATEFUL, map(all_tasks.__getitem__, task_ids)))
     process_ids = sorted(state.kafka_streams_states)
     clients = list(map(state.kafka_streams_states.__getitem__, process_ids))
-    prev_active = [-1] * len(task_ids)
+    previous_owner: dict[str, int] = {}
+    for p in reversed(range(len(clients))):  # the first process claiming a task wins
+        previous_owner.update(dict.fromkeys(clients[p].previous_active_tasks, p))
+    prev_active = list(map(previous_owner.get, task_ids, repeat(-1)))
     prev_standby: dict[int, list[int]] = {}
     for p, client in enumerate(clients):
-        for i in map(index.get, client.previous_active_tasks):
-            if i is not None and prev_active[i] < 0:
-                prev_active[i] = p
         for i in map(index.get, client.previous_standby_tasks):
             if i is not None:
-                prev_standby.setdefault(i, []).append(p)
+                held = prev_standby.get(i)
+                if held is None:
+                    prev_standby[i] = [p]
+                else:
+                    held.append(p)
     with_racks = any(c.rack_id is not None for c in clients)
     source_racks = [_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids)
     changelog_racks = [_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids)

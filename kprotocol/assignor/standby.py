@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import compress
 from collections.abc import Sequence
 
 from .balance import even_quotas
@@ -29,17 +30,28 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
     standbys: list[Sequence[int]] = [()] * problem.num_tasks
     if replicas <= 0:
         return standbys
-    stateful = [t for t in range(problem.num_tasks) if problem.stateful[t]]
+    stateful = list(compress(range(problem.num_tasks), problem.stateful))
     cap = problem.capacity
     quota = even_quotas(cap, sum(load) + replicas * len(stateful), [0] * n_proc)
     heap = _LoadHeap(load, cap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
     prev_active, prev_standby = problem.prev_active, problem.prev_standby
+    take_least_loaded = heap.take_least_loaded
+    lean = replicas == 1 and not use_tags
     for t in stateful:
         owner = active[t]
+        held, previous_owner = prev_standby.get(t), prev_active[t]
+        if lean and previous_owner in (-1, owner) and (held is None or len(held) == 1):
+            # the common case, kept lean: one standby, at most one previous holder to prefer
+            p = -1 if held is None else held[0]
+            if p < 0 or p == owner or load[p] >= quota[p]:
+                p = take_least_loaded(owner, ())
+            else:
+                load[p] += 1
+            standbys[t] = [p]
+            continue
         chosen: list[int] = []
         standbys[t] = chosen
-        held, previous_owner = prev_standby.get(t), prev_active[t]
         previous: Sequence[int] = ()
         if held is not None or previous_owner not in (-1, owner):
             previous = [p for p in held or () if p != owner]
@@ -52,7 +64,7 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
             else:
                 p = _best_previous(problem, t, chosen, previous, load, quota, by_lag) if previous else -1
                 if p < 0:
-                    p = heap.take_least_loaded(owner, chosen)
+                    p = take_least_loaded(owner, chosen)
                 else:
                     load[p] += 1
             chosen.append(p)
@@ -73,7 +85,7 @@ class _LoadHeap:
         self.n = n
         heapq.heapify(self.heap)
 
-    def take_least_loaded(self, owner: int, chosen: list[int]) -> int:
+    def take_least_loaded(self, owner: int, chosen: Sequence[int]) -> int:
         """The least loaded process other than `owner` and `chosen`, given one more task."""
         heap, load, unit, skipped = self.heap, self.load, self.unit, None
         while True:
