@@ -26,10 +26,6 @@ class RecordType:
     value: type[Message]
     key_version: int
 
-    @property
-    def name(self) -> str:
-        return self.key.__name__.removesuffix("Key")
-
 
 @cache
 def record_types(topic: str = CONSUMER_OFFSETS) -> dict[int, RecordType]:
