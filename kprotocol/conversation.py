@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kprotocol.errors import DecodeError, InvalidLengthError
-from kprotocol.framing import decode_request, decode_response
+from kprotocol.framing import decode_request, decode_response, request_header_version
+from kprotocol.group_payloads import Protocol, annotate, protocol_of
 from kprotocol.runtime.primitives import I32
 from kprotocol.runtime.struct import Message
 
@@ -57,11 +58,14 @@ class RequestEvent:
     api_version: int
     header: Message
     message: Message
+    protocol: Protocol = (None, None)  # the group's protocol type and name, for group payloads
 
     def to_json(self) -> dict[str, Any]:
+        header_version = request_header_version(self.api_key, self.api_version)
         return {"direction": "request", "offset": self.offset, "api": type(self.message).__name__,
                 "apiKey": self.api_key, "apiVersion": self.api_version,
-                "header": self.header.to_json(_header_version(self.header)), "body": self.message.to_json(self.api_version)}
+                "header": self.header.to_json(header_version),
+                "body": annotate(self.message.to_json(self.api_version), self.message, self.protocol)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +74,14 @@ class ResponseEvent:
     request: RequestEvent
     header: Message
     message: Message
+    protocol: Protocol = (None, None)
 
     def to_json(self) -> dict[str, Any]:
         version = self.request.api_version
         return {"direction": "response", "offset": self.offset, "api": type(self.message).__name__,
                 "apiKey": self.request.api_key, "apiVersion": version,
                 "correlationId": self.header.correlation_id,  # type: ignore[attr-defined]
-                "body": self.message.to_json(version)}
+                "body": annotate(self.message.to_json(version), self.message, self.protocol)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,19 +97,28 @@ class FrameError:
                 "errorOffset": self.error.offset, "frameHex": self.frame[:64].hex()}
 
 
-def _header_version(header: Message) -> int:
-    from kprotocol.framing import request_header_version
-
-    return request_header_version(header.request_api_key, header.request_api_version)  # type: ignore[attr-defined]
+JOIN_GROUP, SYNC_GROUP = 11, 14
 
 
 class Conversation:
-    """Decode both directions of one connection, pairing responses with requests."""
+    """Decode both directions of one connection, pairing responses with requests.
+
+    It remembers each classic group's protocol type and name (from JoinGroup) so that SyncGroup
+    payloads of versions that do not state them still get decoded.
+    """
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self.client = FrameReader(max_frame)
         self.server = FrameReader(max_frame)
         self.inflight: dict[int, RequestEvent] = {}
+        self.groups: dict[str, Protocol] = {}
+
+    def _protocol(self, api_key: int, message: Message, group_id: str | None) -> Protocol:
+        if api_key not in (JOIN_GROUP, SYNC_GROUP) or group_id is None:
+            return (None, None)
+        protocol = protocol_of(message, self.groups.get(group_id, (None, None)))
+        self.groups[group_id] = protocol
+        return protocol
 
     def client_bytes(self, data: bytes) -> list[RequestEvent | FrameError]:
         events: list[RequestEvent | FrameError] = []
@@ -114,7 +128,9 @@ class Conversation:
             except DecodeError as exc:
                 events.append(FrameError("request", offset, exc, frame))
                 continue
-            event = RequestEvent(offset, header.request_api_key, header.request_api_version, header, message)  # type: ignore[attr-defined]
+            api_key = header.request_api_key  # type: ignore[attr-defined]
+            protocol = self._protocol(api_key, message, getattr(message, "group_id", None))
+            event = RequestEvent(offset, api_key, header.request_api_version, header, message, protocol)  # type: ignore[attr-defined]
             self.inflight[header.correlation_id] = event  # type: ignore[attr-defined]
             events.append(event)
         return events
@@ -134,7 +150,9 @@ class Conversation:
             except DecodeError as exc:
                 events.append(FrameError("response", offset, exc, frame))
                 continue
-            events.append(ResponseEvent(offset, request, header, message))
+            group_id = getattr(request.message, "group_id", None)
+            protocol = self._protocol(request.api_key, message, group_id)
+            events.append(ResponseEvent(offset, request, header, message, protocol))
         return events
 
 

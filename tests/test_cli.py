@@ -37,4 +37,9 @@ def test_demo_decodes_the_sample_session() -> None:
     frames = [d for d in docs if d.get("direction") in ("request", "response")]
     assert len(frames) == 14 and not [d for d in frames if "error" in d]
     join = next(d for d in frames if d["api"] == "JoinGroupRequest")
-    assert join["body"]["protocols"][0]["name"] == "stream"
+    protocol = join["body"]["protocols"][0]
+    assert protocol["name"] == "stream"
+    # The Streams SubscriptionInfo inside the consumer-protocol metadata is decoded in place.
+    assert protocol["metadataDecoded"]["streamsUserData"]["version"] == 11
+    sync = next(d for d in frames if d["api"] == "SyncGroupResponse")
+    assert sync["body"]["assignmentDecoded"]["streamsUserData"]["activeTasks"] == ["0_0", "0_1", "1_2"]

@@ -89,3 +89,23 @@ def test_conversation_pairs_responses_and_reports_bad_frames() -> None:
     ok = [e for e in responses if isinstance(e, ResponseEvent)]
     assert len(ok) == len(requests) - 1
     assert ok[0].message.api_keys[0].api_key == 0
+
+
+def test_sync_group_payloads_decode_with_the_protocol_learned_from_join_group() -> None:
+    """SyncGroup v0-v4 do not name the protocol: the conversation remembers it from JoinGroup."""
+    client = (ROOT / "fixtures/frames/streams-session.client.bin").read_bytes()
+    server = (ROOT / "fixtures/frames/streams-session.server.bin").read_bytes()
+    conv = Conversation()
+    requests = conv.client_bytes(client)
+    conv.server_bytes(server)
+    assert conv.groups["app"] == ("consumer", "stream")
+    assignment = next(e for e in requests if e.api_key == 14).message.assignments[0]
+    old = M("SyncGroupRequest")(group_id="app", generation_id=8, member_id=assignment.member_id,
+                                assignments=(assignment,))
+    header = M("RequestHeader")(request_api_key=14, request_api_version=3, correlation_id=99, client_id="c")
+    (event,) = conv.client_bytes(kprotocol.encode_request(header, old))
+    decoded = event.to_json()["body"]["assignments"][0]["assignmentDecoded"]
+    assert decoded["streamsUserData"]["version"] == 11
+    (response,) = conv.server_bytes(kprotocol.encode_response(
+        M("ResponseHeader")(correlation_id=99), M("SyncGroupResponse")(assignment=b"\0\3garbage"), 3))
+    assert "assignmentError" in response.to_json()["body"]
