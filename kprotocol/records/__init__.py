@@ -11,6 +11,7 @@ from __future__ import annotations
 from kprotocol.records.compression import Compression
 from kprotocol.records.control import decode_control, marker_record
 from kprotocol.records.errors import ChecksumError, CompressionError, DecompressionLimitError
+from kprotocol.records.message import to_json_with_records
 from kprotocol.records.model import Header, Record, RecordBatch
 from kprotocol.records.reader import read_batch, read_batches
 from kprotocol.records.segment import LogEntry, SegmentProblem, read_logs, read_segment, read_segment_bytes
@@ -34,5 +35,6 @@ __all__ = [
     "read_segment",
     "read_segment_bytes",
     "rewrite_batch",
+    "to_json_with_records",
     "write_batch",
 ]
