@@ -36,11 +36,15 @@ class Problem:
     changelog_racks: list[tuple[frozenset[str], ...]]  # same for its changelog partitions
     racks_known: bool                    # some client has a rack and some partition has replica racks
     clients: list[KafkaStreamsState] = field(repr=False, compare=False)  # per process
-    index: dict[str, int] = field(repr=False, compare=False)             # task id -> task
 
     @property
     def num_tasks(self) -> int:
         return len(self.task_ids)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Task id -> task."""
+        return dict(zip(self.task_ids, range(len(self.task_ids))))
 
     @cached_property
     def state_lags(self) -> dict[int, dict[int, int]]:
@@ -92,7 +96,6 @@ class Problem:
 def build_problem(state: ApplicationState) -> Problem:
     all_tasks = state.all_tasks
     task_ids, subtopology, partition = _ordered_tasks(all_tasks)
-    index = dict(zip(task_ids, range(len(task_ids))))
     stateful = list(map(_IS_STATEFUL, map(all_tasks.__getitem__, task_ids)))
     process_ids = sorted(state.kafka_streams_states)
     clients = list(map(state.kafka_streams_states.__getitem__, process_ids))
@@ -101,6 +104,7 @@ def build_problem(state: ApplicationState) -> Problem:
         previous_owner.update(dict.fromkeys(clients[p].previous_active_tasks, p))
     prev_active = list(map(previous_owner.get, task_ids, repeat(-1)))
     prev_standby: dict[int, list[int]] = {}
+    index = dict(zip(task_ids, range(len(task_ids)))) if any(c.previous_standby_tasks for c in clients) else {}
     for p, client in enumerate(clients):
         for i in map(index.get, client.previous_standby_tasks):
             if i is not None:
@@ -128,7 +132,6 @@ def build_problem(state: ApplicationState) -> Problem:
         changelog_racks=changelog_racks,
         racks_known=with_racks and (any(source_racks) or any(changelog_racks)),
         clients=clients,
-        index=index,
     )
 
 
