@@ -40,6 +40,6 @@ def test_demo_decodes_the_sample_session() -> None:
     protocol = join["body"]["protocols"][0]
     assert protocol["name"] == "stream"
     # The Streams SubscriptionInfo inside the consumer-protocol metadata is decoded in place.
-    assert protocol["metadataDecoded"]["streamsUserData"]["version"] == 11
+    assert protocol["decodedMetadata"]["data"]["streamsUserData"]["version"] == 11
     sync = next(d for d in frames if d["api"] == "SyncGroupResponse")
-    assert sync["body"]["assignmentDecoded"]["streamsUserData"]["activeTasks"] == ["0_0", "0_1", "1_2"]
+    assert sync["body"]["decodedAssignment"]["data"]["streamsUserData"]["activeTasks"] == ["0_0", "0_1", "1_2"]

@@ -104,8 +104,8 @@ def test_sync_group_payloads_decode_with_the_protocol_learned_from_join_group() 
                                 assignments=(assignment,))
     header = M("RequestHeader")(request_api_key=14, request_api_version=3, correlation_id=99, client_id="c")
     (event,) = conv.client_bytes(kprotocol.encode_request(header, old))
-    decoded = event.to_json()["body"]["assignments"][0]["assignmentDecoded"]
-    assert decoded["streamsUserData"]["version"] == 11
+    decoded = event.to_json()["body"]["assignments"][0]["decodedAssignment"]
+    assert decoded["version"] == 3 and decoded["data"]["streamsUserData"]["version"] == 11
     (response,) = conv.server_bytes(kprotocol.encode_response(
         M("ResponseHeader")(correlation_id=99), M("SyncGroupResponse")(assignment=b"\0\3garbage"), 3))
-    assert "assignmentError" in response.to_json()["body"]
+    assert "error" in response.to_json()["body"]["decodedAssignment"]

@@ -16,6 +16,7 @@ from typing import Any
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
 from kprotocol.errors import DecodeError
 from kprotocol.runtime.struct import Message
+from kprotocol.group_payloads import attach
 from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 _PREFIX = struct.Struct(">h")
@@ -96,14 +97,7 @@ def _decode_nested(type_id: int, data: dict[str, Any]) -> None:
 
 
 def _attach(holder: dict[str, Any], field: str, decoder, protocol: str) -> None:
-    """Add `decoded<Field>`: `{"version": V, "data": {...}}`, or `{"error": ...}`."""
+    """Add `decoded<Field>` beside the base64 payload `holder[field]` (see kprotocol.group_payloads)."""
     encoded = holder.get(field)
-    if not encoded:
-        return
-    target = "decoded" + field[0].upper() + field[1:]
-    try:
-        nested = decoder(CONSUMER_PROTOCOL_TYPE, protocol, base64.b64decode(encoded))
-    except DecodeError as exc:
-        holder[target] = {"error": str(exc)}
-        return
-    holder[target] = {"version": nested.version, "data": nested.to_json()}
+    if encoded:
+        attach(holder, field, base64.b64decode(encoded), decoder, (CONSUMER_PROTOCOL_TYPE, protocol))
