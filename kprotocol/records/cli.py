@@ -111,7 +111,7 @@ def run_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state["pendingTransactionalOffsets"] = [
             p for p in state["pendingTransactionalOffsets"] if p["group"] == args.group]
     state["segmentProblems"] = [p.to_dict() for p in problems]
-    out.write(json.dumps(state, ensure_ascii=False, indent=2) + "\n")
+    out.write(json.dumps(state, ensure_ascii=False, indent=getattr(args, "indent", 2)) + "\n")
     return _summarize(problems, state["problems"], err)
 
 
