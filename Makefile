@@ -26,6 +26,9 @@ check-generated: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec.py
+	$(BIN)/python bench/streams_userdata.py
+	$(BIN)/python bench/records.py
+	$(BIN)/python bench/assignor.py --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info
