@@ -8,7 +8,6 @@ stderr for large inputs, list every problem at the end on stderr, and exit 1 if 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch
 from kprotocol.records.segment import SegmentProblem, read_logs, segment_files
+from kprotocol.tools.jsontext import dumps
 
 PROGRESS_THRESHOLD = 8 * 1024 * 1024
 
@@ -96,7 +96,7 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if problem:
                     record_problems.append(f"{file}: record at offset {record.offset}: {problem}")
                 line.update(decoded)
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.write(dumps(line) + "\n")
     return _summarize(problems, record_problems, err)
 
 
@@ -111,7 +111,7 @@ def run_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state["pendingTransactionalOffsets"] = [
             p for p in state["pendingTransactionalOffsets"] if p["group"] == args.group]
     state["segmentProblems"] = [p.to_dict() for p in problems]
-    out.write(json.dumps(state, ensure_ascii=False, indent=getattr(args, "indent", 2)) + "\n")
+    out.write(dumps(state, getattr(args, "indent", 2)) + "\n")
     return _summarize(problems, state["problems"], err)
 
 

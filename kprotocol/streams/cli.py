@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from kprotocol.errors import DecodeError
 from kprotocol.streams.assignment import AssignmentInfo
 from kprotocol.streams.subscription import SubscriptionInfo
+from kprotocol.tools.jsontext import dumps
 
 KINDS: dict[str, type[SubscriptionInfo] | type[AssignmentInfo]] = {
     "subscription": SubscriptionInfo,
@@ -62,12 +62,7 @@ def run(args: argparse.Namespace) -> int:
         for error in errors:
             print(error, file=sys.stderr)
         return 1
-    text = json.dumps(doc, ensure_ascii=False, indent=2)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a Java string
-        text = json.dumps(doc, indent=2)
-    print(text)
+    print(dumps(doc, 2))
     return 0
 
 

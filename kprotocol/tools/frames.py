@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 from kprotocol.conversation import Conversation
+from kprotocol.tools.jsontext import dumps
 
 
 def decode_streams(client: bytes, server: bytes) -> Iterator[dict[str, Any]]:
@@ -25,7 +25,7 @@ def run(client: Path, server: Path, out: IO[str]) -> int:
     bad = 0
     for doc in decode_streams(client.read_bytes(), server.read_bytes()):
         bad += "error" in doc
-        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        out.write(dumps(doc) + "\n")
     if bad:
         print(f"{bad} frame(s) could not be decoded", file=sys.stderr)
     return 1 if bad else 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kprotocol.errors import DecodeError, EncodeError
 from kprotocol.registry import message_class
+from kprotocol.tools.jsontext import dumps
 
 
 def read_arg(value: str) -> str:
@@ -28,7 +29,7 @@ def decode(args: argparse.Namespace) -> int:
     except (DecodeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(doc, ensure_ascii=False, indent=2 if args.pretty else None))
+    print(dumps(doc, 2 if args.pretty else None))
     return 0
 
 
