@@ -8,6 +8,8 @@ then deals the rest round-robin in proportion to the remaining room, which sprea
 from __future__ import annotations
 
 import heapq
+from itertools import repeat
+from operator import gt, mul, sub
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
@@ -21,19 +23,22 @@ def even_quotas(capacity: Sequence[int], n: int, previous: Sequence[int]) -> lis
     if threads == 0:
         return [0] * len(capacity)
     base, extra = divmod(n, threads)
-    quota = [c * base for c in capacity]
-    excess = sorted((-(previous[p] - quota[p]), p) for p in range(len(capacity)) if previous[p] > quota[p])
-    for neg_excess, p in excess:
-        if extra == 0:
-            break
-        give = min(capacity[p], -neg_excess, extra)
-        quota[p] += give
-        extra -= give
+    quota = list(map(mul, capacity, repeat(base)))
+    if extra and any(map(gt, previous, quota)):
+        excess = sorted((q - v, p) for p, v, q in zip(range(len(quota)), previous, quota) if v > q)
+        for neg_excess, p in excess:
+            give = min(capacity[p], -neg_excess, extra)
+            quota[p] += give
+            extra -= give
+            if extra == 0:
+                break
     while extra:
         for p in range(len(capacity)):
-            if extra and quota[p] - capacity[p] * base < capacity[p]:
+            if quota[p] - capacity[p] * base < capacity[p]:
                 quota[p] += 1
                 extra -= 1
+                if extra == 0:
+                    break
     return quota
 
 
@@ -103,7 +108,7 @@ def placements(tasks: Iterable[int], quota: Sequence[int], capacity: Sequence[in
         else:
             owner[t] = best[2]
             load[best[2]] += 1
-    room = [q - l for q, l in zip(quota, load)]
+    room = list(map(sub, quota, load))
     unplaced.sort()
     for t, p in zip(unplaced, deal(len(unplaced), room)):
         owner[t] = p

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -100,20 +100,23 @@ def build_problem(state: ApplicationState) -> Problem:
     process_ids = sorted(state.kafka_streams_states)
     clients = list(map(state.kafka_streams_states.__getitem__, process_ids))
     previous_owner: dict[str, int] = {}
-    for p in reversed(range(len(clients))):  # the first process claiming a task wins
-        previous_owner.update(dict.fromkeys(clients[p].previous_active_tasks, p))
+    owned = list(map(attrgetter("previous_active_tasks"), clients))
+    for p in reversed(list(compress(range(len(clients)), owned))):  # the first process claiming a task wins
+        previous_owner.update(dict.fromkeys(owned[p], p))
     prev_active = list(map(previous_owner.get, task_ids, repeat(-1)))
     prev_standby: dict[int, list[int]] = {}
-    index = dict(zip(task_ids, range(len(task_ids)))) if any(c.previous_standby_tasks for c in clients) else {}
-    for p, client in enumerate(clients):
-        for i in map(index.get, client.previous_standby_tasks):
+    held = list(map(attrgetter("previous_standby_tasks"), clients))
+    index = dict(zip(task_ids, range(len(task_ids)))) if any(held) else {}
+    for p in compress(range(len(clients)), held):
+        for i in map(index.get, held[p]):
             if i is not None:
-                held = prev_standby.get(i)
-                if held is None:
+                holders = prev_standby.get(i)
+                if holders is None:
                     prev_standby[i] = [p]
                 else:
-                    held.append(p)
-    with_racks = any(c.rack_id is not None for c in clients)
+                    holders.append(p)
+    rack = list(map(attrgetter("rack_id"), clients))
+    with_racks = rack.count(None) < len(rack)
     source_racks = [_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids)
     changelog_racks = [_racks(state, t, True) for t in task_ids] if with_racks else [()] * len(task_ids)
     return Problem(
@@ -122,9 +125,9 @@ def build_problem(state: ApplicationState) -> Problem:
         partition=partition,
         stateful=stateful,
         process_ids=process_ids,
-        capacity=[c.num_processing_threads for c in clients],
-        rack=[c.rack_id for c in clients],
-        tags=[c.client_tags for c in clients],
+        capacity=list(map(attrgetter("num_processing_threads"), clients)),
+        rack=rack,
+        tags=list(map(attrgetter("client_tags"), clients)),
         prev_active=prev_active,
         prev_standby=prev_standby,
         acceptable_lag=state.assignment_configs.acceptable_recovery_lag,

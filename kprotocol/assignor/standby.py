@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import compress
+from itertools import compress, repeat
+from operator import add, floordiv, mul
 from collections.abc import Sequence
 
 from .balance import even_quotas
@@ -80,26 +81,27 @@ class _LoadHeap:
         self.load = load
         n = len(capacity)
         multiple = math.lcm(*capacity)
-        self.unit = [multiple // c * n for c in capacity]
-        self.heap = [load[p] * self.unit[p] + p for p in range(n)]
+        self.unit = list(map(mul, map(floordiv, repeat(multiple), capacity), repeat(n)))
+        self.heap = list(map(add, map(mul, load, self.unit), range(n)))
         self.n = n
         heapq.heapify(self.heap)
 
     def take_least_loaded(self, owner: int, chosen: Sequence[int]) -> int:
         """The least loaded process other than `owner` and `chosen`, given one more task."""
-        heap, load, unit, skipped = self.heap, self.load, self.unit, None
+        heap, load, unit, n = self.heap, self.load, self.unit, self.n
+        skipped = []
         while True:
             key = heap[0]
-            p = key % self.n
+            p = key % n
             current = load[p] * unit[p] + p
             if key != current:
                 heapq.heapreplace(heap, current)  # entries only lag behind: the true key is larger
             elif p == owner or p in chosen:
-                skipped = [*(skipped or ()), heapq.heappop(heap)]
+                skipped.append(heapq.heappop(heap))
             else:
                 load[p] += 1
                 heapq.heapreplace(heap, current + unit[p])
-                for entry in skipped or ():
+                for entry in skipped:
                     heapq.heappush(heap, entry)
                 return p
 
