@@ -104,17 +104,15 @@ def build_problem(state: ApplicationState) -> Problem:
     for p in reversed(list(compress(range(len(clients)), owned))):  # the first process claiming a task wins
         previous_owner.update(dict.fromkeys(owned[p], p))
     prev_active = list(map(previous_owner.get, task_ids, repeat(-1)))
-    prev_standby: dict[int, list[int]] = {}
     held = list(map(attrgetter("previous_standby_tasks"), clients))
-    index = dict(zip(task_ids, range(len(task_ids)))) if any(held) else {}
+    holder: dict[str, int] = {}
     for p in compress(range(len(clients)), held):
-        for i in map(index.get, held[p]):
-            if i is not None:
-                holders = prev_standby.get(i)
-                if holders is None:
-                    prev_standby[i] = [p]
-                else:
-                    holders.append(p)
+        holder.update(dict.fromkeys(held[p], p))
+    if sum(map(len, held)) == len(holder):  # at most one previous holder per task
+        standby_holder = list(map(holder.get, task_ids, repeat(-1)))
+        prev_standby = {t: [p] for t, p in enumerate(standby_holder) if p >= 0}
+    else:
+        prev_standby = _previous_standbys(task_ids, held)
     rack = list(map(attrgetter("rack_id"), clients))
     with_racks = rack.count(None) < len(rack)
     source_racks = [_racks(state, t, False) for t in task_ids] if with_racks else [()] * len(task_ids)
@@ -136,6 +134,21 @@ def build_problem(state: ApplicationState) -> Problem:
         racks_known=with_racks and (any(source_racks) or any(changelog_racks)),
         clients=clients,
     )
+
+
+def _previous_standbys(task_ids: list[str], held: list[frozenset[str]]) -> dict[int, list[int]]:
+    """Task -> the processes (in order) that held it as standby or warm-up."""
+    index = dict(zip(task_ids, range(len(task_ids))))
+    prev_standby: dict[int, list[int]] = {}
+    for p in compress(range(len(held)), held):
+        for i in map(index.get, held[p]):
+            if i is not None:
+                holders = prev_standby.get(i)
+                if holders is None:
+                    prev_standby[i] = [p]
+                else:
+                    holders.append(p)
+    return prev_standby
 
 
 def _ordered_tasks(task_ids: Iterable[str]) -> tuple[list[str], list[int], list[int]]:
