@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import attrgetter
 
@@ -15,21 +15,28 @@ _APPEND = attrgetter("append")
 def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequence[Sequence[int]],
                        warmups: Sequence[int] | None = None, deadline_ms: int | None = None) -> TaskAssignment:
     ids, n = problem.task_ids, problem.num_processes
-    actives: list[list[str]] = list(map(list, repeat((), n)))
-    add = list(map(_APPEND, actives))
-    for task_id, p in zip(ids, active):
-        add[p](task_id)
-    standby_tasks: list[list[str]] = list(map(list, repeat((), n)))
-    add = list(map(_APPEND, standby_tasks))
-    for task_id, procs in compress(zip(ids, standbys), standbys):
-        for p in procs:
-            add[p](task_id)
-    warmup_tasks: dict[int, list[str]] = {}
-    for task_id, p in zip(ids, warmups or ()):
-        if p >= 0:
-            warmup_tasks.setdefault(p, []).append(task_id)
-    warmup_groups = map(tuple, map(warmup_tasks.get, range(n), repeat(()))) if warmup_tasks else repeat((), n)
-    fields = zip(problem.process_ids, map(tuple, actives), map(tuple, standby_tasks), warmup_groups,
-                 repeat(deadline_ms))
+    standby_pairs = ((task_id, p) for task_id, procs in compress(zip(ids, standbys), standbys) for p in procs)
+    warmup_pairs = ((task_id, p) for task_id, p in zip(ids, warmups or ()) if p >= 0)
+    fields = zip(problem.process_ids, _by_process(n, zip(ids, active), len(ids)),
+                 _by_process(n, standby_pairs, len(ids)), _by_process(n, warmup_pairs, 0), repeat(deadline_ms))
     # KafkaStreamsAssignment(...) without the keyword-handling overhead
     return TaskAssignment(tuple(map(tuple.__new__, repeat(KafkaStreamsAssignment), fields)))
+
+
+def _by_process(n: int, pairs: Iterable[tuple[str, int]], size_hint: int) -> Iterator[tuple[str, ...]]:
+    """Per process, the task ids paired with it (in pair order): a list per process when most processes get
+    some, else a dict of the ones that do."""
+    if size_hint >= n:
+        groups = list(map(list, repeat((), n)))
+        add = list(map(_APPEND, groups))
+        for task_id, p in pairs:
+            add[p](task_id)
+        return map(tuple, groups)
+    sparse: dict[int, list[str]] = {}
+    for task_id, p in pairs:
+        group = sparse.get(p)
+        if group is None:
+            sparse[p] = [task_id]
+        else:
+            group.append(task_id)
+    return map(tuple, map(sparse.get, range(n), repeat(()))) if sparse else repeat((), n)
