@@ -74,28 +74,38 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
 
 class _LoadHeap:
     """Processes by tasks per thread, then process index: one entry per process, refreshed lazily when its
-    `load` grew behind the heap's back. Keys are plain ints (load x lcm(capacities) / capacity, then index) so
-    that comparing them is exact and allocates nothing the GC tracks."""
+    `load` grew behind the heap's back (rebuilt at once when many did). Keys are plain ints (load x
+    lcm(capacities) / capacity, then index) so that comparing them is exact and allocates nothing the GC tracks."""
 
     def __init__(self, load: list[int], capacity: Sequence[int]) -> None:
         self.load = load
-        n = len(capacity)
+        self.n = n = len(capacity)
         multiple = math.lcm(*capacity)
         self.unit = list(map(mul, map(floordiv, repeat(multiple), capacity), repeat(n)))
-        self.heap = list(map(add, map(mul, load, self.unit), range(n)))
-        self.n = n
-        heapq.heapify(self.heap)
+        self.rebuild_after = max(4, n // 16)  # stale entries met in one call before a rebuild pays off
+        self.heap = self._keys()
+
+    def _keys(self) -> list[int]:
+        heap = list(map(add, map(mul, self.load, self.unit), range(self.n)))
+        heapq.heapify(heap)
+        return heap
 
     def take_least_loaded(self, owner: int, chosen: Sequence[int]) -> int:
         """The least loaded process other than `owner` and `chosen`, given one more task."""
         heap, load, unit, n = self.heap, self.load, self.unit, self.n
         skipped = []
+        stale = 0
         while True:
             key = heap[0]
             p = key % n
             current = load[p] * unit[p] + p
-            if key != current:
-                heapq.heapreplace(heap, current)  # entries only lag behind: the true key is larger
+            if key != current:  # entries only lag behind: the true key is larger
+                stale += 1
+                if stale <= self.rebuild_after:
+                    heapq.heapreplace(heap, current)
+                else:
+                    self.heap = heap = self._keys()
+                    skipped = []
             elif p == owner or p in chosen:
                 skipped.append(heapq.heappop(heap))
             else:
