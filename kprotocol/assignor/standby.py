@@ -37,18 +37,25 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
     heap = _LoadHeap(load, cap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
     prev_active, prev_standby = problem.prev_active, problem.prev_standby
-    take_least_loaded = heap.take_least_loaded
+    take_least_loaded, keys, unit = heap.take_least_loaded, heap.heap, heap.unit
     lean = replicas == 1 and not use_tags
     for t in stateful:
         owner = active[t]
         held, previous_owner = prev_standby.get(t), prev_active[t]
         if lean and previous_owner in (-1, owner) and (held is None or len(held) == 1):
-            # the common case, kept lean: one standby, at most one previous holder to prefer
+            # the common case, kept lean: one standby, at most one previous holder to prefer, else the
+            # least loaded process, taken straight off the top of the heap when that is not the owner
             p = -1 if held is None else held[0]
-            if p < 0 or p == owner or load[p] >= quota[p]:
-                p = take_least_loaded(owner, ())
-            else:
+            if p >= 0 and p != owner and load[p] < quota[p]:
                 load[p] += 1
+            else:
+                key = keys[0]
+                p = key % n_proc
+                if p != owner and key == load[p] * unit[p] + p:
+                    load[p] += 1
+                    heapq.heapreplace(keys, key + unit[p])
+                else:
+                    p = take_least_loaded(owner, ())
             standbys[t] = [p]
             continue
         chosen: list[int] = []
@@ -83,12 +90,13 @@ class _LoadHeap:
         multiple = math.lcm(*capacity)
         self.unit = list(map(mul, map(floordiv, repeat(multiple), capacity), repeat(n)))
         self.rebuild_after = max(4, n // 16)  # stale entries met in one call before a rebuild pays off
-        self.heap = self._keys()
+        self.heap: list[int] = []
+        self._rebuild()
 
-    def _keys(self) -> list[int]:
-        heap = list(map(add, map(mul, self.load, self.unit), range(self.n)))
-        heapq.heapify(heap)
-        return heap
+    def _rebuild(self) -> None:
+        """All entries afresh, in place (callers may hold the list)."""
+        self.heap[:] = map(add, map(mul, self.load, self.unit), range(self.n))
+        heapq.heapify(self.heap)
 
     def take_least_loaded(self, owner: int, chosen: Sequence[int]) -> int:
         """The least loaded process other than `owner` and `chosen`, given one more task."""
@@ -104,7 +112,7 @@ class _LoadHeap:
                 if stale <= self.rebuild_after:
                     heapq.heapreplace(heap, current)
                 else:
-                    self.heap = heap = self._keys()
+                    self._rebuild()
                     skipped = []
             elif p == owner or p in chosen:
                 skipped.append(heapq.heappop(heap))
