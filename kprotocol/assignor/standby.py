@@ -115,6 +115,14 @@ class _LoadHeap:
                     self._rebuild()
                     skipped = []
             elif p == owner or p in chosen:
+                if not skipped and len(heap) > 1:  # the runner-up child, if valid, swaps with the top in place
+                    runner_up = heap[1] if len(heap) == 2 or heap[1] < heap[2] else heap[2]
+                    q = runner_up % n
+                    if runner_up == load[q] * unit[q] + q and q != owner and q not in chosen:
+                        load[q] += 1
+                        heapq.heapreplace(heap, runner_up + unit[q])  # drops the top ...
+                        heapq.heapreplace(heap, key)  # ... and puts it back instead of the runner-up
+                        return q
                 skipped.append(heapq.heappop(heap))
             else:
                 load[p] += 1
