@@ -17,6 +17,7 @@ from .api import ApplicationState, KafkaStreamsState, task_sort_key
 
 _NO_LAGS: Mapping[int, int] = MappingProxyType({})
 _IS_STATEFUL = attrgetter("is_stateful")
+_DIGITS = list(map(str, range(4096)))  # the usual partition numbers, as in task ids
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,47 @@ def _previous_standbys(task_ids: list[str], held: list[frozenset[str]]) -> dict[
 
 
 def _ordered_tasks(task_ids: Iterable[str]) -> tuple[list[str], list[int], list[int]]:
-    """Task ids in `task_sort_key` order with their subtopology index and partition, grouping by subtopology
-    first (cheaper than a sort key per task); a group already in partition order is taken as it is."""
+    """Task ids in `task_sort_key` order with their subtopology index and partition."""
+    ids = list(task_ids)
+    return _in_canonical_runs(ids) or _ordered_by_group(ids)
+
+
+def _in_canonical_runs(ids: list[str]) -> tuple[list[str], list[int], list[int]] | None:
+    """The usual input without a Python step per task: ids already in order, in runs `<s>_0` .. `<s>_<k-1>`
+    of distinct subtopologies; None for any other input."""
+    subtopology: list[int] = []
+    partition: list[int] = []
+    names: list[str] = []
+    pos = 0
+    while pos < len(ids):
+        prefix = ids[pos].rpartition("_")[0] + "_"
+        end = len(ids) - pos
+
+        def in_run(k: int) -> bool:
+            return k < end and ids[pos + k] == prefix + str(k)
+
+        if not in_run(0):
+            return None
+        low, high = 0, 1  # in_run(low); find the first k with not in_run(k), galloping then bisecting
+        while in_run(high):
+            low, high = high, 2 * high
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if in_run(middle) else (low, middle)
+        digits = _DIGITS[:high] if high <= len(_DIGITS) else list(map(str, range(high)))
+        if ids[pos:pos + high] != list(map(prefix.__add__, digits)):
+            return None
+        subtopology += [len(names)] * high
+        partition += range(high)
+        names.append(prefix[:-1])
+        pos += high
+    if len(set(names)) != len(names) or names != sorted(names, key=lambda s: task_sort_key(s + "_0")):
+        return None
+    return ids, subtopology, partition
+
+
+def _ordered_by_group(task_ids: list[str]) -> tuple[list[str], list[int], list[int]]:
+    """`_ordered_tasks` for any input, grouping by subtopology first (cheaper than a sort key per task)."""
     groups: dict[str, tuple[list[str], list[int]]] = {}
     for t in task_ids:
         sub, _, part = t.rpartition("_")
