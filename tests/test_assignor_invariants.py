@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from kprotocol.assignor import assign_scenario
+from kprotocol.assignor.problem import _ordered_by_group, _ordered_tasks
 from kprotocol.assignor.simulation import next_round, stateful_tasks, synthetic_scenario
 
 
@@ -115,6 +116,17 @@ def test_input_order_does_not_matter():
     random.Random(7).shuffle(shuffled["members"])
     shuffled["subtopologies"].reverse()
     assert assign_scenario(shuffled) == result
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_task_order_fast_path_matches_the_general_one(seed):
+    rng = random.Random(seed)
+    ids = [f"{s}_{p}" for s in range(rng.randint(0, 5)) for p in range(rng.randint(1, 9))]
+    ids += rng.sample(["0_01", "a_3", "b_1", "a_1", "10_0", "010_2", "x_y_3", "_4", "1_0", "0_0", "01_0", "2_5"],
+                      rng.randint(0, 3))
+    if rng.random() < 0.3:
+        rng.shuffle(ids)
+    assert _ordered_tasks(ids) == _ordered_by_group(list(ids))
 
 
 HASH_SEED_SCRIPT = """
