@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, repeat
-from operator import attrgetter
+from operator import attrgetter, ge, lt
 from types import MappingProxyType
 
 from .api import ApplicationState, KafkaStreamsState, task_sort_key
@@ -72,9 +72,9 @@ class Problem:
         """Previously owned tasks by partition, then subtopology (so that any prefix mixes all subtopologies),
         followed by the other tasks; `tasks` come in index order (a stable sort by partition suffices)."""
         tasks = list(tasks)
-        prev_active = self.prev_active
-        owned = sorted((t for t in tasks if prev_active[t] >= 0), key=self.partition.__getitem__)
-        return owned + [t for t in tasks if prev_active[t] < 0]
+        owners = list(map(self.prev_active.__getitem__, tasks))
+        owned = sorted(compress(tasks, map(ge, owners, repeat(0))), key=self.partition.__getitem__)
+        return owned + list(compress(tasks, map(lt, owners, repeat(0))))
 
     @property
     def num_processes(self) -> int:
@@ -111,7 +111,8 @@ def build_problem(state: ApplicationState) -> Problem:
         holder.update(dict.fromkeys(held[p], p))
     if sum(map(len, held)) == len(holder):  # at most one previous holder per task
         standby_holder = list(map(holder.get, task_ids, repeat(-1)))
-        prev_standby = {t: [p] for t, p in enumerate(standby_holder) if p >= 0}
+        held_tasks = list(compress(range(len(task_ids)), map(ge, standby_holder, repeat(0))))
+        prev_standby = dict(zip(held_tasks, map(list, zip(map(standby_holder.__getitem__, held_tasks)))))
     else:
         prev_standby = _previous_standbys(task_ids, held)
     rack = list(map(attrgetter("rack_id"), clients))
