@@ -31,7 +31,7 @@ class Problem:
     rack: list[str | None]
     tags: list[Mapping[str, str]]
     prev_active: list[int]               # per task: previous active process or -1
-    prev_standby: dict[int, list[int]]   # task -> processes that held it as standby / warm-up (sparse)
+    prev_standby: Mapping[int, Sequence[int]]  # task -> processes that held it as standby / warm-up (sparse)
     acceptable_lag: int
     source_racks: list[tuple[frozenset[str], ...]]     # per task: replica racks of its known source partitions
     changelog_racks: list[tuple[frozenset[str], ...]]  # same for its changelog partitions
@@ -109,10 +109,11 @@ def build_problem(state: ApplicationState) -> Problem:
     holder: dict[str, int] = {}
     for p in compress(range(len(clients)), held):
         holder.update(dict.fromkeys(held[p], p))
-    if sum(map(len, held)) == len(holder):  # at most one previous holder per task
+    prev_standby: Mapping[int, Sequence[int]]
+    if sum(map(len, held)) == len(holder):  # at most one previous holder per task: 1-tuples straight from zip
         standby_holder = list(map(holder.get, task_ids, repeat(-1)))
         held_tasks = list(compress(range(len(task_ids)), map(ge, standby_holder, repeat(0))))
-        prev_standby = dict(zip(held_tasks, map(list, zip(map(standby_holder.__getitem__, held_tasks)))))
+        prev_standby = dict(zip(held_tasks, zip(map(standby_holder.__getitem__, held_tasks))))
     else:
         prev_standby = _previous_standbys(task_ids, held)
     rack = list(map(attrgetter("rack_id"), clients))
