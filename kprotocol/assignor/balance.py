@@ -8,9 +8,9 @@ then deals the rest round-robin in proportion to the remaining room, which sprea
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import gt, mul, sub
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 import numpy as np

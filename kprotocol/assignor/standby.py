@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import add, floordiv, mul
-from collections.abc import Sequence
 
 from .balance import even_quotas
 from .problem import Problem

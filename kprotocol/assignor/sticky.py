@@ -23,9 +23,7 @@ class StickyTaskAssignor:
         configs = application_state.assignment_configs
         active = sticky_actives(problem, configured_costs(configs)[0],
                                 configs.rack_aware_assignment_strategy == "balance_subtopology")
-        load = [0] * problem.num_processes
-        for p in active:
-            load[p] += 1
+        load = np.bincount(np.asarray(active, dtype=np.int64), minlength=problem.num_processes).tolist()
         tags = configs.rack_aware_assignment_tags
         standbys = assign_standbys(problem, active, configs.num_standby_replicas, load, tags)
         if configs.rack_aware_assignment_strategy != "none" and problem.racks_known:
