@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kprotocol.records.compression import Compression
@@ -66,6 +67,38 @@ class Record:
         if self.sequence is not None:
             out["sequence"] = self.sequence
         return out
+
+
+def _constructors() -> tuple[Callable[[str, bytes | None], Header], Callable[..., Record]]:
+    """Positional `Header` and `Record` constructors for decode loops. They set the slots directly,
+    skipping the frozen dataclass `__init__`'s per-field `object.__setattr__` calls."""
+    new = object.__new__
+    header_key, header_value = (Header.__dict__[f.name].__set__ for f in fields(Header))
+    offset_, timestamp_, key_, value_, headers_, sequence_, written_ = (
+        Record.__dict__[f.name].__set__ for f in fields(Record))
+
+    def new_header(key: str, value: bytes | None) -> Header:
+        header = new(Header)
+        header_key(header, key)
+        header_value(header, value)
+        return header
+
+    def new_record(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                   headers: tuple[Header, ...], sequence: int | None, written_timestamp: int | None) -> Record:
+        record = new(Record)
+        offset_(record, offset)
+        timestamp_(record, timestamp)
+        key_(record, key)
+        value_(record, value)
+        headers_(record, headers)
+        sequence_(record, sequence)
+        written_(record, written_timestamp)
+        return record
+
+    return new_header, new_record
+
+
+new_header, new_record = _constructors()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ from kprotocol.records.model import (
     Record,
     RecordBatch,
     increment_sequence,
+    new_header,
+    new_record,
 )
 from kprotocol.runtime.primitives import read_varint, read_varlong
 
@@ -36,6 +38,9 @@ V2_CRC_START = 21
 LEGACY_HEADER = struct.Struct(">qiIbb")
 MIN_SIZE = {0: 14, 1: 22, 2: V2_HEADER.size - LOG_OVERHEAD}
 MIN_V2_RECORD = 7
+# Continuation bytes after the payload send a varint read past its end to the general reader,
+# which reports the truncation.
+_PAD = b"\x80\x80\x80"
 
 
 def batch_extent(data: bytes, pos: int) -> int:
@@ -121,77 +126,172 @@ def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> 
 
 def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
                 log_append_time: int | None, base_sequence: int) -> tuple[Record, ...]:
-    records = []
-    pos = 0
-    for index in range(count):
-        try:
-            record, pos = _record_v2(payload, pos, base_offset, base_ts, log_append_time, base_sequence)
-        except DecodeError as exc:
-            raise exc.within(f"records[{index}]") from None
-        records.append(record)
-    if pos != len(payload):
-        raise InvalidValueError(f"{len(payload) - pos} bytes remain after the last record", pos)
+    """Decode `count` records in one loop: one- and two-byte varints (nearly every length and
+    delta) are decoded inline, longer ones by the general readers, which also report truncation."""
+    n = len(payload)
+    buf = payload + _PAD
+    records: list[Record] = []
+    append = records.append
+    make = new_record
+    no_sequence = base_sequence == NO_SEQUENCE
+    sequence_room = 0x7FFFFFFF - base_sequence
+    pos = index = 0
+    try:
+        for index in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                length = (b & 0x7F) | c << 7
+                length = (length >> 1) ^ -(length & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(payload, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise InvalidLengthError(f"record length {length} runs past the records", pos)
+            pos += 1  # attributes: unused
+            b = buf[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                ts_delta = (b & 0x7F) | c << 7
+                ts_delta = (ts_delta >> 1) ^ -(ts_delta & 1)
+                pos += 2
+            else:
+                ts_delta, pos = read_varlong(payload, pos)
+            b = buf[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                offset_delta = (b & 0x7F) | c << 7
+                offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
+                pos += 2
+            else:
+                offset_delta, pos = read_varint(payload, pos)
+            b = buf[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                size = (b & 0x7F) | c << 7
+                size = (size >> 1) ^ -(size & 1)
+                pos += 2
+            else:
+                size, pos = read_varint(payload, pos)
+            if size >= 0:
+                if pos + size > end:
+                    raise InvalidLengthError(f"key length {size} runs past the record", pos)
+                key = buf[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                raise InvalidLengthError(f"key length {size} is negative", pos)
+            b = buf[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                size = (b & 0x7F) | c << 7
+                size = (size >> 1) ^ -(size & 1)
+                pos += 2
+            else:
+                size, pos = read_varint(payload, pos)
+            if size >= 0:
+                if pos + size > end:
+                    raise InvalidLengthError(f"value length {size} runs past the record", pos)
+                value = buf[pos : pos + size]
+                pos += size
+            elif size == -1:
+                value = None
+            else:
+                raise InvalidLengthError(f"value length {size} is negative", pos)
+            b = buf[pos]
+            if b < 0x80:
+                header_count = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif 0 < (c := buf[pos + 1]) < 0x80:
+                header_count = (b & 0x7F) | c << 7
+                header_count = (header_count >> 1) ^ -(header_count & 1)
+                pos += 2
+            else:
+                header_count, pos = read_varint(payload, pos)
+            headers: tuple[Header, ...] = ()
+            if header_count:
+                headers, pos = _headers(payload, buf, pos, end, header_count)
+            if pos != end:
+                raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
+            written = base_ts + ts_delta
+            if no_sequence:
+                sequence = NO_SEQUENCE
+            elif offset_delta <= sequence_room:
+                sequence = base_sequence + offset_delta
+            else:
+                sequence = increment_sequence(base_sequence, offset_delta)
+            if log_append_time is None:
+                append(make(base_offset + offset_delta, written, key, value, headers, sequence, None))
+            else:
+                append(make(base_offset + offset_delta, log_append_time, key, value, headers, sequence,
+                            None if written == log_append_time else written))
+    except DecodeError as exc:
+        raise exc.within(f"records[{index}]") from None
+    if pos != n:
+        raise InvalidValueError(f"{n - pos} bytes remain after the last record", pos)
     return tuple(records)
 
 
-def _zigzag(buf: bytes, pos: int, general=read_varint) -> tuple[int, int]:
-    """A zig-zag varint, with a fast path for the common one-byte case."""
-    if pos < len(buf):
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-    return general(buf, pos)
-
-
-def _bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = _zigzag(buf, pos)
-    if length < 0:
-        if length != -1:
-            raise InvalidLengthError(f"{what} length {length} is negative", pos)
-        return None, pos
-    if pos + length > end:
-        raise InvalidLengthError(f"{what} length {length} runs past the record", pos)
-    return buf[pos : pos + length], pos + length
-
-
-def _record_v2(buf: bytes, pos: int, base_offset: int, base_ts: int,
-               log_append_time: int | None, base_sequence: int) -> tuple[Record, int]:
-    length, pos = _zigzag(buf, pos)
-    end = pos + length
-    if length < 0 or end > len(buf):
-        raise InvalidLengthError(f"record length {length} runs past the records", pos)
-    pos += 1  # attributes: unused
-    ts_delta, pos = _zigzag(buf, pos, read_varlong)
-    offset_delta, pos = _zigzag(buf, pos)
-    key, pos = _bytes(buf, pos, end, "key")
-    value, pos = _bytes(buf, pos, end, "value")
-    header_count, pos = _zigzag(buf, pos)
-    headers: tuple[Header, ...] = ()
-    if header_count:
-        headers, pos = _headers(buf, pos, end, header_count)
-    if pos != end:
-        raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
-    written = base_ts + ts_delta
-    timestamp = written if log_append_time is None else log_append_time
-    sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
-    return Record(base_offset + offset_delta, timestamp, key, value, headers, sequence,
-                  None if written == timestamp else written), end
-
-
-def _headers(buf: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+def _headers(payload: bytes, buf: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+    """`count` headers of the record ending at `end`; `buf` is the padded `payload`."""
     if count < 0 or count * 2 > end - pos:
         raise InvalidLengthError(f"header count {count} does not fit in the record", pos)
     headers = []
+    make = new_header
     for _ in range(count):
-        raw_key, pos = _bytes(buf, pos, end, "header key")
-        if raw_key is None:
+        b = buf[pos]
+        if b < 0x80:
+            size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif 0 < (c := buf[pos + 1]) < 0x80:
+            size = (b & 0x7F) | c << 7
+            size = (size >> 1) ^ -(size & 1)
+            pos += 2
+        else:
+            size, pos = read_varint(payload, pos)
+        if size < 0:
+            if size != -1:
+                raise InvalidLengthError(f"header key length {size} is negative", pos)
             raise InvalidValueError("header key is null", pos)
+        if pos + size > end:
+            raise InvalidLengthError(f"header key length {size} runs past the record", pos)
         try:
-            header_key = raw_key.decode("utf-8")
+            key = buf[pos : pos + size].decode("utf-8")
         except UnicodeDecodeError:
-            raise InvalidValueError("header key is not valid UTF-8", pos) from None
-        header_value, pos = _bytes(buf, pos, end, "header value")
-        headers.append(Header(header_key, header_value))
+            raise InvalidValueError("header key is not valid UTF-8", pos + size) from None
+        pos += size
+        b = buf[pos]
+        if b < 0x80:
+            size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif 0 < (c := buf[pos + 1]) < 0x80:
+            size = (b & 0x7F) | c << 7
+            size = (size >> 1) ^ -(size & 1)
+            pos += 2
+        else:
+            size, pos = read_varint(payload, pos)
+        if size >= 0:
+            if pos + size > end:
+                raise InvalidLengthError(f"header value length {size} runs past the record", pos)
+            value = buf[pos : pos + size]
+            pos += size
+        elif size == -1:
+            value = None
+        else:
+            raise InvalidLengthError(f"header value length {size} is negative", pos)
+        headers.append(make(key, value))
     return tuple(headers), pos
 
 
