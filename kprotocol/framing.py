@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kprotocol.errors import DecodeError, InvalidLengthError, TrailingBytesError, TruncatedError
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.primitives import I16, I32
@@ -121,7 +119,7 @@ def encode_response(header: Message, message: Message, api_version: int) -> byte
     return _frame(out)
 
 
-__all__: list[Any] = [
+__all__ = [
     "decode_request",
     "decode_response",
     "encode_request",
