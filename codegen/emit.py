@@ -381,6 +381,7 @@ class ModuleEmitter:
             tables.append(")")
             tables.append(f"{s.name}._decoders = {{{', '.join(f'{v}: {n}' for v, n in self.decoders[s.name].items())}}}")
             tables.append(f"{s.name}._encoders = {{{', '.join(f'{v}: {n}' for v, n in self.encoders[s.name].items())}}}")
+        tables += [f"{msg.name}.{s.name} = {s.name}" for s in msg.structs if s is not msg.root]
         formats = [
             f"_U_{c} = _Struct('>{c}').unpack_from\n_P_{c} = _Struct('>{c}').pack" for c in sorted(self.formats)
         ]

@@ -648,6 +648,8 @@ AddPartitionsToTxnRequest._spec = (
 )
 AddPartitionsToTxnRequest._decoders = {0: _d_AddPartitionsToTxnRequest_0, 1: _d_AddPartitionsToTxnRequest_0, 2: _d_AddPartitionsToTxnRequest_0, 3: _d_AddPartitionsToTxnRequest_1, 4: _d_AddPartitionsToTxnRequest_2, 5: _d_AddPartitionsToTxnRequest_2}
 AddPartitionsToTxnRequest._encoders = {0: _e_AddPartitionsToTxnRequest_0, 1: _e_AddPartitionsToTxnRequest_1, 2: _e_AddPartitionsToTxnRequest_2, 3: _e_AddPartitionsToTxnRequest_3, 4: _e_AddPartitionsToTxnRequest_4, 5: _e_AddPartitionsToTxnRequest_5}
+AddPartitionsToTxnRequest.AddPartitionsToTxnTopic = AddPartitionsToTxnTopic
+AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction = AddPartitionsToTxnTransaction
 
 install_plans(globals(), (
     ('_d_AddPartitionsToTxnTopic_0', 'AddPartitionsToTxnTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -671,6 +671,9 @@ AddPartitionsToTxnResponse._spec = (
 )
 AddPartitionsToTxnResponse._decoders = {0: _d_AddPartitionsToTxnResponse_0, 1: _d_AddPartitionsToTxnResponse_0, 2: _d_AddPartitionsToTxnResponse_0, 3: _d_AddPartitionsToTxnResponse_1, 4: _d_AddPartitionsToTxnResponse_2, 5: _d_AddPartitionsToTxnResponse_2}
 AddPartitionsToTxnResponse._encoders = {0: _e_AddPartitionsToTxnResponse_0, 1: _e_AddPartitionsToTxnResponse_1, 2: _e_AddPartitionsToTxnResponse_2, 3: _e_AddPartitionsToTxnResponse_3, 4: _e_AddPartitionsToTxnResponse_4, 5: _e_AddPartitionsToTxnResponse_5}
+AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult = AddPartitionsToTxnPartitionResult
+AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult = AddPartitionsToTxnTopicResult
+AddPartitionsToTxnResponse.AddPartitionsToTxnResult = AddPartitionsToTxnResult
 
 install_plans(globals(), (
     ('_d_AddPartitionsToTxnPartitionResult_0', 'AddPartitionsToTxnPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

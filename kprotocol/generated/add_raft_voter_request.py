@@ -282,6 +282,7 @@ AddRaftVoterRequest._spec = (
 )
 AddRaftVoterRequest._decoders = {0: _d_AddRaftVoterRequest_0, 1: _d_AddRaftVoterRequest_1}
 AddRaftVoterRequest._encoders = {0: _e_AddRaftVoterRequest_0, 1: _e_AddRaftVoterRequest_1}
+AddRaftVoterRequest.Listener = Listener
 
 install_plans(globals(), (
     ('_d_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -507,6 +507,9 @@ AlterClientQuotasRequest._spec = (
 )
 AlterClientQuotasRequest._decoders = {0: _d_AlterClientQuotasRequest_0, 1: _d_AlterClientQuotasRequest_1}
 AlterClientQuotasRequest._encoders = {0: _e_AlterClientQuotasRequest_0, 1: _e_AlterClientQuotasRequest_1}
+AlterClientQuotasRequest.EntityData = EntityData
+AlterClientQuotasRequest.OpData = OpData
+AlterClientQuotasRequest.EntryData = EntryData
 
 install_plans(globals(), (
     ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

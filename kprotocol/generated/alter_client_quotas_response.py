@@ -381,6 +381,8 @@ AlterClientQuotasResponse._spec = (
 )
 AlterClientQuotasResponse._decoders = {0: _d_AlterClientQuotasResponse_0, 1: _d_AlterClientQuotasResponse_1}
 AlterClientQuotasResponse._encoders = {0: _e_AlterClientQuotasResponse_0, 1: _e_AlterClientQuotasResponse_1}
+AlterClientQuotasResponse.EntityData = EntityData
+AlterClientQuotasResponse.EntryData = EntryData
 
 install_plans(globals(), (
     ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -385,6 +385,8 @@ AlterConfigsRequest._spec = (
 )
 AlterConfigsRequest._decoders = {0: _d_AlterConfigsRequest_0, 1: _d_AlterConfigsRequest_0, 2: _d_AlterConfigsRequest_1}
 AlterConfigsRequest._encoders = {0: _e_AlterConfigsRequest_0, 1: _e_AlterConfigsRequest_0, 2: _e_AlterConfigsRequest_1}
+AlterConfigsRequest.AlterableConfig = AlterableConfig
+AlterConfigsRequest.AlterConfigsResource = AlterConfigsResource
 
 install_plans(globals(), (
     ('_d_AlterableConfig_0', 'AlterableConfig', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

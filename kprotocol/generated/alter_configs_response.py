@@ -270,6 +270,7 @@ AlterConfigsResponse._spec = (
 )
 AlterConfigsResponse._decoders = {0: _d_AlterConfigsResponse_0, 1: _d_AlterConfigsResponse_0, 2: _d_AlterConfigsResponse_1}
 AlterConfigsResponse._encoders = {0: _e_AlterConfigsResponse_0, 1: _e_AlterConfigsResponse_0, 2: _e_AlterConfigsResponse_1}
+AlterConfigsResponse.AlterConfigsResourceResponse = AlterConfigsResourceResponse
 
 install_plans(globals(), (
     ('_d_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -343,6 +343,8 @@ AlterPartitionReassignmentsRequest._spec = (
 )
 AlterPartitionReassignmentsRequest._decoders = {0: _d_AlterPartitionReassignmentsRequest_0, 1: _d_AlterPartitionReassignmentsRequest_1}
 AlterPartitionReassignmentsRequest._encoders = {0: _e_AlterPartitionReassignmentsRequest_0, 1: _e_AlterPartitionReassignmentsRequest_1}
+AlterPartitionReassignmentsRequest.ReassignablePartition = ReassignablePartition
+AlterPartitionReassignmentsRequest.ReassignableTopic = ReassignableTopic
 
 install_plans(globals(), (
     ('_d_ReassignablePartition_0', 'ReassignablePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 1, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

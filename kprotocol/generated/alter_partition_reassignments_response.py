@@ -349,6 +349,8 @@ AlterPartitionReassignmentsResponse._spec = (
 )
 AlterPartitionReassignmentsResponse._decoders = {0: _d_AlterPartitionReassignmentsResponse_0, 1: _d_AlterPartitionReassignmentsResponse_1}
 AlterPartitionReassignmentsResponse._encoders = {0: _e_AlterPartitionReassignmentsResponse_0, 1: _e_AlterPartitionReassignmentsResponse_1}
+AlterPartitionReassignmentsResponse.ReassignablePartitionResponse = ReassignablePartitionResponse
+AlterPartitionReassignmentsResponse.ReassignableTopicResponse = ReassignableTopicResponse
 
 install_plans(globals(), (
     ('_d_ReassignablePartitionResponse_0', 'ReassignablePartitionResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

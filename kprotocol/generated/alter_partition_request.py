@@ -970,6 +970,9 @@ AlterPartitionRequest._spec = (
 )
 AlterPartitionRequest._decoders = {0: _d_AlterPartitionRequest_0, 1: _d_AlterPartitionRequest_1, 2: _d_AlterPartitionRequest_2, 3: _d_AlterPartitionRequest_3}
 AlterPartitionRequest._encoders = {0: _e_AlterPartitionRequest_0, 1: _e_AlterPartitionRequest_1, 2: _e_AlterPartitionRequest_2, 3: _e_AlterPartitionRequest_3}
+AlterPartitionRequest.BrokerState = BrokerState
+AlterPartitionRequest.PartitionData = PartitionData
+AlterPartitionRequest.TopicData = TopicData
 
 install_plans(globals(), (
     ('_d_BrokerState_0', 'BrokerState', 3, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, -1), (6, 2, 0, 0, 0, -1, None, None), )),

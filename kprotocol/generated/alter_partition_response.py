@@ -607,6 +607,8 @@ AlterPartitionResponse._spec = (
 )
 AlterPartitionResponse._decoders = {0: _d_AlterPartitionResponse_0, 1: _d_AlterPartitionResponse_1, 2: _d_AlterPartitionResponse_2, 3: _d_AlterPartitionResponse_2}
 AlterPartitionResponse._encoders = {0: _e_AlterPartitionResponse_0, 1: _e_AlterPartitionResponse_1, 2: _e_AlterPartitionResponse_2, 3: _e_AlterPartitionResponse_2}
+AlterPartitionResponse.PartitionData = PartitionData
+AlterPartitionResponse.TopicData = TopicData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (5, 5, 0, 0, 0, -1, None, 0), (6, 7, 0, 0, 0, -1, None, None), )),

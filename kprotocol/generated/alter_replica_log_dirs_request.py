@@ -372,6 +372,8 @@ AlterReplicaLogDirsRequest._spec = (
 )
 AlterReplicaLogDirsRequest._decoders = {0: _d_AlterReplicaLogDirsRequest_0, 1: _d_AlterReplicaLogDirsRequest_0, 2: _d_AlterReplicaLogDirsRequest_1}
 AlterReplicaLogDirsRequest._encoders = {0: _e_AlterReplicaLogDirsRequest_0, 1: _e_AlterReplicaLogDirsRequest_0, 2: _e_AlterReplicaLogDirsRequest_1}
+AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic = AlterReplicaLogDirTopic
+AlterReplicaLogDirsRequest.AlterReplicaLogDir = AlterReplicaLogDir
 
 install_plans(globals(), (
     ('_d_AlterReplicaLogDirTopic_0', 'AlterReplicaLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

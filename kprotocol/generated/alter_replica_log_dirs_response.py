@@ -362,6 +362,8 @@ AlterReplicaLogDirsResponse._spec = (
 )
 AlterReplicaLogDirsResponse._decoders = {0: _d_AlterReplicaLogDirsResponse_0, 1: _d_AlterReplicaLogDirsResponse_0, 2: _d_AlterReplicaLogDirsResponse_1}
 AlterReplicaLogDirsResponse._encoders = {0: _e_AlterReplicaLogDirsResponse_0, 1: _e_AlterReplicaLogDirsResponse_0, 2: _e_AlterReplicaLogDirsResponse_1}
+AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult = AlterReplicaLogDirPartitionResult
+AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult = AlterReplicaLogDirTopicResult
 
 install_plans(globals(), (
     ('_d_AlterReplicaLogDirPartitionResult_0', 'AlterReplicaLogDirPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

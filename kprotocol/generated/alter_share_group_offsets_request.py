@@ -263,6 +263,8 @@ AlterShareGroupOffsetsRequest._spec = (
 )
 AlterShareGroupOffsetsRequest._decoders = {0: _d_AlterShareGroupOffsetsRequest_0}
 AlterShareGroupOffsetsRequest._encoders = {0: _e_AlterShareGroupOffsetsRequest_0}
+AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition = AlterShareGroupOffsetsRequestPartition
+AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic = AlterShareGroupOffsetsRequestTopic
 
 install_plans(globals(), (
     ('_d_AlterShareGroupOffsetsRequestPartition_0', 'AlterShareGroupOffsetsRequestPartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -290,6 +290,8 @@ AlterShareGroupOffsetsResponse._spec = (
 )
 AlterShareGroupOffsetsResponse._decoders = {0: _d_AlterShareGroupOffsetsResponse_0}
 AlterShareGroupOffsetsResponse._encoders = {0: _e_AlterShareGroupOffsetsResponse_0}
+AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition = AlterShareGroupOffsetsResponsePartition
+AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic = AlterShareGroupOffsetsResponseTopic
 
 install_plans(globals(), (
     ('_d_AlterShareGroupOffsetsResponsePartition_0', 'AlterShareGroupOffsetsResponsePartition', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -291,6 +291,8 @@ AlterUserScramCredentialsRequest._spec = (
 )
 AlterUserScramCredentialsRequest._decoders = {0: _d_AlterUserScramCredentialsRequest_0}
 AlterUserScramCredentialsRequest._encoders = {0: _e_AlterUserScramCredentialsRequest_0}
+AlterUserScramCredentialsRequest.ScramCredentialDeletion = ScramCredentialDeletion
+AlterUserScramCredentialsRequest.ScramCredentialUpsertion = ScramCredentialUpsertion
 
 install_plans(globals(), (
     ('_d_ScramCredentialDeletion_0', 'ScramCredentialDeletion', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -187,6 +187,7 @@ AlterUserScramCredentialsResponse._spec = (
 )
 AlterUserScramCredentialsResponse._decoders = {0: _d_AlterUserScramCredentialsResponse_0}
 AlterUserScramCredentialsResponse._encoders = {0: _e_AlterUserScramCredentialsResponse_0}
+AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult = AlterUserScramCredentialsResult
 
 install_plans(globals(), (
     ('_d_AlterUserScramCredentialsResult_0', 'AlterUserScramCredentialsResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -654,6 +654,9 @@ ApiVersionsResponse._spec = (
 )
 ApiVersionsResponse._decoders = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_2, 4: _d_ApiVersionsResponse_2}
 ApiVersionsResponse._encoders = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_1, 3: _e_ApiVersionsResponse_2, 4: _e_ApiVersionsResponse_2}
+ApiVersionsResponse.ApiVersion = ApiVersion
+ApiVersionsResponse.SupportedFeatureKey = SupportedFeatureKey
+ApiVersionsResponse.FinalizedFeatureKey = FinalizedFeatureKey
 
 install_plans(globals(), (
     ('_d_ApiVersion_0', 'ApiVersion', 4, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -356,6 +356,9 @@ AssignReplicasToDirsRequest._spec = (
 )
 AssignReplicasToDirsRequest._decoders = {0: _d_AssignReplicasToDirsRequest_0}
 AssignReplicasToDirsRequest._encoders = {0: _e_AssignReplicasToDirsRequest_0}
+AssignReplicasToDirsRequest.PartitionData = PartitionData
+AssignReplicasToDirsRequest.TopicData = TopicData
+AssignReplicasToDirsRequest.DirectoryData = DirectoryData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

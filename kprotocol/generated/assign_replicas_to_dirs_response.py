@@ -357,6 +357,9 @@ AssignReplicasToDirsResponse._spec = (
 )
 AssignReplicasToDirsResponse._decoders = {0: _d_AssignReplicasToDirsResponse_0}
 AssignReplicasToDirsResponse._encoders = {0: _e_AssignReplicasToDirsResponse_0}
+AssignReplicasToDirsResponse.PartitionData = PartitionData
+AssignReplicasToDirsResponse.TopicData = TopicData
+AssignReplicasToDirsResponse.DirectoryData = DirectoryData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -505,6 +505,9 @@ BeginQuorumEpochRequest._spec = (
 )
 BeginQuorumEpochRequest._decoders = {0: _d_BeginQuorumEpochRequest_0, 1: _d_BeginQuorumEpochRequest_1}
 BeginQuorumEpochRequest._encoders = {0: _e_BeginQuorumEpochRequest_0, 1: _e_BeginQuorumEpochRequest_1}
+BeginQuorumEpochRequest.PartitionData = PartitionData
+BeginQuorumEpochRequest.TopicData = TopicData
+BeginQuorumEpochRequest.LeaderEndpoint = LeaderEndpoint
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 4, 0, 0, 0, -1, None, ()), )),

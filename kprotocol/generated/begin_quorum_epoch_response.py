@@ -511,6 +511,9 @@ BeginQuorumEpochResponse._spec = (
 )
 BeginQuorumEpochResponse._decoders = {0: _d_BeginQuorumEpochResponse_0, 1: _d_BeginQuorumEpochResponse_1}
 BeginQuorumEpochResponse._encoders = {0: _e_BeginQuorumEpochResponse_0, 1: _e_BeginQuorumEpochResponse_1}
+BeginQuorumEpochResponse.PartitionData = PartitionData
+BeginQuorumEpochResponse.TopicData = TopicData
+BeginQuorumEpochResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -687,6 +687,8 @@ BrokerRegistrationRequest._spec = (
 )
 BrokerRegistrationRequest._decoders = {0: _d_BrokerRegistrationRequest_0, 1: _d_BrokerRegistrationRequest_1, 2: _d_BrokerRegistrationRequest_2, 3: _d_BrokerRegistrationRequest_3, 4: _d_BrokerRegistrationRequest_3}
 BrokerRegistrationRequest._encoders = {0: _e_BrokerRegistrationRequest_0, 1: _e_BrokerRegistrationRequest_1, 2: _e_BrokerRegistrationRequest_2, 3: _e_BrokerRegistrationRequest_3, 4: _e_BrokerRegistrationRequest_3}
+BrokerRegistrationRequest.Listener = Listener
+BrokerRegistrationRequest.Feature = Feature
 
 install_plans(globals(), (
     ('_d_Listener_0', 'Listener', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

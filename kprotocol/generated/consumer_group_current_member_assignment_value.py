@@ -242,6 +242,7 @@ ConsumerGroupCurrentMemberAssignmentValue._spec = (
 )
 ConsumerGroupCurrentMemberAssignmentValue._decoders = {0: _d_ConsumerGroupCurrentMemberAssignmentValue_0}
 ConsumerGroupCurrentMemberAssignmentValue._encoders = {0: _e_ConsumerGroupCurrentMemberAssignmentValue_0}
+ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions = TopicPartitions
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),

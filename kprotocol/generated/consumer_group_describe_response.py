@@ -835,6 +835,10 @@ ConsumerGroupDescribeResponse._spec = (
 )
 ConsumerGroupDescribeResponse._decoders = {0: _d_ConsumerGroupDescribeResponse_0, 1: _d_ConsumerGroupDescribeResponse_1}
 ConsumerGroupDescribeResponse._encoders = {0: _e_ConsumerGroupDescribeResponse_0, 1: _e_ConsumerGroupDescribeResponse_1}
+ConsumerGroupDescribeResponse.TopicPartitions = TopicPartitions
+ConsumerGroupDescribeResponse.Assignment = Assignment
+ConsumerGroupDescribeResponse.Member = Member
+ConsumerGroupDescribeResponse.DescribedGroup = DescribedGroup
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -374,6 +374,7 @@ ConsumerGroupHeartbeatRequest._spec = (
 )
 ConsumerGroupHeartbeatRequest._decoders = {0: _d_ConsumerGroupHeartbeatRequest_0, 1: _d_ConsumerGroupHeartbeatRequest_1}
 ConsumerGroupHeartbeatRequest._encoders = {0: _e_ConsumerGroupHeartbeatRequest_0, 1: _e_ConsumerGroupHeartbeatRequest_1}
+ConsumerGroupHeartbeatRequest.TopicPartitions = TopicPartitions
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -293,6 +293,8 @@ ConsumerGroupHeartbeatResponse._spec = (
 )
 ConsumerGroupHeartbeatResponse._decoders = {0: _d_ConsumerGroupHeartbeatResponse_0, 1: _d_ConsumerGroupHeartbeatResponse_0}
 ConsumerGroupHeartbeatResponse._encoders = {0: _e_ConsumerGroupHeartbeatResponse_0, 1: _e_ConsumerGroupHeartbeatResponse_0}
+ConsumerGroupHeartbeatResponse.TopicPartitions = TopicPartitions
+ConsumerGroupHeartbeatResponse.Assignment = Assignment
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

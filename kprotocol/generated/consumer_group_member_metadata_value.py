@@ -342,6 +342,8 @@ ConsumerGroupMemberMetadataValue._spec = (
 )
 ConsumerGroupMemberMetadataValue._decoders = {0: _d_ConsumerGroupMemberMetadataValue_0}
 ConsumerGroupMemberMetadataValue._encoders = {0: _e_ConsumerGroupMemberMetadataValue_0}
+ConsumerGroupMemberMetadataValue.ClassicProtocol = ClassicProtocol
+ConsumerGroupMemberMetadataValue.ClassicMemberMetadata = ClassicMemberMetadata
 
 install_plans(globals(), (
     ('_d_ClassicProtocol_0', 'ClassicProtocol', 3, ((1, 0, 9, 1, 0, -1, None, None), (2, 1, 10, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

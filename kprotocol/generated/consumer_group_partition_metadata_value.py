@@ -292,6 +292,8 @@ ConsumerGroupPartitionMetadataValue._spec = (
 )
 ConsumerGroupPartitionMetadataValue._decoders = {0: _d_ConsumerGroupPartitionMetadataValue_0}
 ConsumerGroupPartitionMetadataValue._encoders = {0: _e_ConsumerGroupPartitionMetadataValue_0}
+ConsumerGroupPartitionMetadataValue.PartitionMetadata = PartitionMetadata
+ConsumerGroupPartitionMetadataValue.TopicMetadata = TopicMetadata
 
 install_plans(globals(), (
     ('_d_PartitionMetadata_0', 'PartitionMetadata', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

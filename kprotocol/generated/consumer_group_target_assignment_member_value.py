@@ -177,6 +177,7 @@ ConsumerGroupTargetAssignmentMemberValue._spec = (
 )
 ConsumerGroupTargetAssignmentMemberValue._decoders = {0: _d_ConsumerGroupTargetAssignmentMemberValue_0}
 ConsumerGroupTargetAssignmentMemberValue._encoders = {0: _e_ConsumerGroupTargetAssignmentMemberValue_0}
+ConsumerGroupTargetAssignmentMemberValue.TopicPartition = TopicPartition
 
 install_plans(globals(), (
     ('_d_TopicPartition_0', 'TopicPartition', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

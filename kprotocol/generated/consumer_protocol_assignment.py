@@ -141,6 +141,7 @@ ConsumerProtocolAssignment._spec = (
 )
 ConsumerProtocolAssignment._decoders = {0: _d_ConsumerProtocolAssignment_0, 1: _d_ConsumerProtocolAssignment_0, 2: _d_ConsumerProtocolAssignment_0, 3: _d_ConsumerProtocolAssignment_0}
 ConsumerProtocolAssignment._encoders = {0: _e_ConsumerProtocolAssignment_0, 1: _e_ConsumerProtocolAssignment_0, 2: _e_ConsumerProtocolAssignment_0, 3: _e_ConsumerProtocolAssignment_0}
+ConsumerProtocolAssignment.TopicPartition = TopicPartition
 
 install_plans(globals(), (
     ('_d_TopicPartition_0', 'TopicPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -351,6 +351,7 @@ ConsumerProtocolSubscription._spec = (
 )
 ConsumerProtocolSubscription._decoders = {0: _d_ConsumerProtocolSubscription_0, 1: _d_ConsumerProtocolSubscription_1, 2: _d_ConsumerProtocolSubscription_2, 3: _d_ConsumerProtocolSubscription_3}
 ConsumerProtocolSubscription._encoders = {0: _e_ConsumerProtocolSubscription_0, 1: _e_ConsumerProtocolSubscription_1, 2: _e_ConsumerProtocolSubscription_2, 3: _e_ConsumerProtocolSubscription_3}
+ConsumerProtocolSubscription.TopicPartition = TopicPartition
 
 install_plans(globals(), (
     ('_d_TopicPartition_0', 'TopicPartition', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ()), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -244,6 +244,7 @@ ControlledShutdownResponse._spec = (
 )
 ControlledShutdownResponse._decoders = {0: _d_ControlledShutdownResponse_0, 1: _d_ControlledShutdownResponse_0, 2: _d_ControlledShutdownResponse_0, 3: _d_ControlledShutdownResponse_1}
 ControlledShutdownResponse._encoders = {0: _e_ControlledShutdownResponse_0, 1: _e_ControlledShutdownResponse_0, 2: _e_ControlledShutdownResponse_0, 3: _e_ControlledShutdownResponse_1}
+ControlledShutdownResponse.RemainingPartition = RemainingPartition
 
 install_plans(globals(), (
     ('_d_RemainingPartition_0', 'RemainingPartition', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

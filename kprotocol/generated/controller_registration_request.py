@@ -303,6 +303,8 @@ ControllerRegistrationRequest._spec = (
 )
 ControllerRegistrationRequest._decoders = {0: _d_ControllerRegistrationRequest_0}
 ControllerRegistrationRequest._encoders = {0: _e_ControllerRegistrationRequest_0}
+ControllerRegistrationRequest.Listener = Listener
+ControllerRegistrationRequest.Feature = Feature
 
 install_plans(globals(), (
     ('_d_Listener_0', 'Listener', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -369,6 +369,7 @@ CreateAclsRequest._spec = (
 )
 CreateAclsRequest._decoders = {0: _d_CreateAclsRequest_0, 1: _d_CreateAclsRequest_1, 2: _d_CreateAclsRequest_2, 3: _d_CreateAclsRequest_2}
 CreateAclsRequest._encoders = {0: _e_CreateAclsRequest_0, 1: _e_CreateAclsRequest_1, 2: _e_CreateAclsRequest_2, 3: _e_CreateAclsRequest_2}
+CreateAclsRequest.AclCreation = AclCreation
 
 install_plans(globals(), (
     ('_d_AclCreation_0', 'AclCreation', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (1, 4, 9, 0, 0, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, 3), (5, 7, 0, 0, 0, -1, None, ()), )),

@@ -240,6 +240,7 @@ CreateAclsResponse._spec = (
 )
 CreateAclsResponse._decoders = {0: _d_CreateAclsResponse_0, 1: _d_CreateAclsResponse_0, 2: _d_CreateAclsResponse_1, 3: _d_CreateAclsResponse_1}
 CreateAclsResponse._encoders = {0: _e_CreateAclsResponse_0, 1: _e_CreateAclsResponse_0, 2: _e_CreateAclsResponse_1, 3: _e_CreateAclsResponse_1}
+CreateAclsResponse.AclCreationResult = AclCreationResult
 
 install_plans(globals(), (
     ('_d_AclCreationResult_0', 'AclCreationResult', 3, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -352,6 +352,7 @@ CreateDelegationTokenRequest._spec = (
 )
 CreateDelegationTokenRequest._decoders = {0: _d_CreateDelegationTokenRequest_0, 1: _d_CreateDelegationTokenRequest_0, 2: _d_CreateDelegationTokenRequest_1, 3: _d_CreateDelegationTokenRequest_2}
 CreateDelegationTokenRequest._encoders = {0: _e_CreateDelegationTokenRequest_0, 1: _e_CreateDelegationTokenRequest_1, 2: _e_CreateDelegationTokenRequest_2, 3: _e_CreateDelegationTokenRequest_3}
+CreateDelegationTokenRequest.CreatableRenewers = CreatableRenewers
 
 install_plans(globals(), (
     ('_d_CreatableRenewers_0', 'CreatableRenewers', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -391,6 +391,8 @@ CreatePartitionsRequest._spec = (
 )
 CreatePartitionsRequest._decoders = {0: _d_CreatePartitionsRequest_0, 1: _d_CreatePartitionsRequest_0, 2: _d_CreatePartitionsRequest_1, 3: _d_CreatePartitionsRequest_1}
 CreatePartitionsRequest._encoders = {0: _e_CreatePartitionsRequest_0, 1: _e_CreatePartitionsRequest_0, 2: _e_CreatePartitionsRequest_1, 3: _e_CreatePartitionsRequest_1}
+CreatePartitionsRequest.CreatePartitionsAssignment = CreatePartitionsAssignment
+CreatePartitionsRequest.CreatePartitionsTopic = CreatePartitionsTopic
 
 install_plans(globals(), (
     ('_d_CreatePartitionsAssignment_0', 'CreatePartitionsAssignment', 2, ((3, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),

@@ -255,6 +255,7 @@ CreatePartitionsResponse._spec = (
 )
 CreatePartitionsResponse._decoders = {0: _d_CreatePartitionsResponse_0, 1: _d_CreatePartitionsResponse_0, 2: _d_CreatePartitionsResponse_1, 3: _d_CreatePartitionsResponse_1}
 CreatePartitionsResponse._encoders = {0: _e_CreatePartitionsResponse_0, 1: _e_CreatePartitionsResponse_0, 2: _e_CreatePartitionsResponse_1, 3: _e_CreatePartitionsResponse_1}
+CreatePartitionsResponse.CreatePartitionsTopicResult = CreatePartitionsTopicResult
 
 install_plans(globals(), (
     ('_d_CreatePartitionsTopicResult_0', 'CreatePartitionsTopicResult', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -592,6 +592,9 @@ CreateTopicsRequest._spec = (
 )
 CreateTopicsRequest._decoders = {0: _d_CreateTopicsRequest_0, 1: _d_CreateTopicsRequest_1, 2: _d_CreateTopicsRequest_1, 3: _d_CreateTopicsRequest_1, 4: _d_CreateTopicsRequest_1, 5: _d_CreateTopicsRequest_2, 6: _d_CreateTopicsRequest_2, 7: _d_CreateTopicsRequest_2}
 CreateTopicsRequest._encoders = {0: _e_CreateTopicsRequest_0, 1: _e_CreateTopicsRequest_1, 2: _e_CreateTopicsRequest_1, 3: _e_CreateTopicsRequest_1, 4: _e_CreateTopicsRequest_1, 5: _e_CreateTopicsRequest_2, 6: _e_CreateTopicsRequest_2, 7: _e_CreateTopicsRequest_2}
+CreateTopicsRequest.CreatableReplicaAssignment = CreatableReplicaAssignment
+CreateTopicsRequest.CreatableTopicConfig = CreatableTopicConfig
+CreateTopicsRequest.CreatableTopic = CreatableTopic
 
 install_plans(globals(), (
     ('_d_CreatableReplicaAssignment_0', 'CreatableReplicaAssignment', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

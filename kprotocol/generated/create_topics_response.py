@@ -750,6 +750,8 @@ CreateTopicsResponse._spec = (
 )
 CreateTopicsResponse._decoders = {0: _d_CreateTopicsResponse_0, 1: _d_CreateTopicsResponse_1, 2: _d_CreateTopicsResponse_2, 3: _d_CreateTopicsResponse_2, 4: _d_CreateTopicsResponse_2, 5: _d_CreateTopicsResponse_3, 6: _d_CreateTopicsResponse_3, 7: _d_CreateTopicsResponse_4}
 CreateTopicsResponse._encoders = {0: _e_CreateTopicsResponse_0, 1: _e_CreateTopicsResponse_1, 2: _e_CreateTopicsResponse_2, 3: _e_CreateTopicsResponse_2, 4: _e_CreateTopicsResponse_2, 5: _e_CreateTopicsResponse_3, 6: _e_CreateTopicsResponse_3, 7: _e_CreateTopicsResponse_4}
+CreateTopicsResponse.CreatableTopicConfigs = CreatableTopicConfigs
+CreateTopicsResponse.CreatableTopicResult = CreatableTopicResult
 
 install_plans(globals(), (
     ('_d_CreatableTopicConfigs_0', 'CreatableTopicConfigs', 6, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, False), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, False), (5, 5, 0, 0, 0, -1, None, ()), )),

@@ -351,6 +351,7 @@ DeleteAclsRequest._spec = (
 )
 DeleteAclsRequest._decoders = {0: _d_DeleteAclsRequest_0, 1: _d_DeleteAclsRequest_1, 2: _d_DeleteAclsRequest_2, 3: _d_DeleteAclsRequest_2}
 DeleteAclsRequest._encoders = {0: _e_DeleteAclsRequest_0, 1: _e_DeleteAclsRequest_1, 2: _e_DeleteAclsRequest_2, 3: _e_DeleteAclsRequest_2}
+DeleteAclsRequest.DeleteAclsFilter = DeleteAclsFilter
 
 install_plans(globals(), (
     ('_d_DeleteAclsFilter_0', 'DeleteAclsFilter', 8, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, 3), (5, 7, 0, 0, 0, -1, None, ()), )),

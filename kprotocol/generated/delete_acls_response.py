@@ -606,6 +606,8 @@ DeleteAclsResponse._spec = (
 )
 DeleteAclsResponse._decoders = {0: _d_DeleteAclsResponse_0, 1: _d_DeleteAclsResponse_1, 2: _d_DeleteAclsResponse_2, 3: _d_DeleteAclsResponse_2}
 DeleteAclsResponse._encoders = {0: _e_DeleteAclsResponse_0, 1: _e_DeleteAclsResponse_1, 2: _e_DeleteAclsResponse_2, 3: _e_DeleteAclsResponse_2}
+DeleteAclsResponse.DeleteAclsMatchingAcl = DeleteAclsMatchingAcl
+DeleteAclsResponse.DeleteAclsFilterResult = DeleteAclsFilterResult
 
 install_plans(globals(), (
     ('_d_DeleteAclsMatchingAcl_0', 'DeleteAclsMatchingAcl', 10, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (1, 5, 9, 0, 0, -1, None, None), (1, 6, 9, 0, 0, -1, None, None), (0, 7, 1, 0, 0, -1, None, None), (0, 8, 1, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, 3), (5, 9, 0, 0, 0, -1, None, ()), )),

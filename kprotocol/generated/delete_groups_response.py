@@ -244,6 +244,7 @@ DeleteGroupsResponse._spec = (
 )
 DeleteGroupsResponse._decoders = {0: _d_DeleteGroupsResponse_0, 1: _d_DeleteGroupsResponse_0, 2: _d_DeleteGroupsResponse_1}
 DeleteGroupsResponse._encoders = {0: _e_DeleteGroupsResponse_0, 1: _e_DeleteGroupsResponse_0, 2: _e_DeleteGroupsResponse_1}
+DeleteGroupsResponse.DeletableGroupResult = DeletableGroupResult
 
 install_plans(globals(), (
     ('_d_DeletableGroupResult_0', 'DeletableGroupResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

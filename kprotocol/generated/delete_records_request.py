@@ -362,6 +362,8 @@ DeleteRecordsRequest._spec = (
 )
 DeleteRecordsRequest._decoders = {0: _d_DeleteRecordsRequest_0, 1: _d_DeleteRecordsRequest_0, 2: _d_DeleteRecordsRequest_1}
 DeleteRecordsRequest._encoders = {0: _e_DeleteRecordsRequest_0, 1: _e_DeleteRecordsRequest_0, 2: _e_DeleteRecordsRequest_1}
+DeleteRecordsRequest.DeleteRecordsPartition = DeleteRecordsPartition
+DeleteRecordsRequest.DeleteRecordsTopic = DeleteRecordsTopic
 
 install_plans(globals(), (
     ('_d_DeleteRecordsPartition_0', 'DeleteRecordsPartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

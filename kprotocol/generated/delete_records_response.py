@@ -365,6 +365,8 @@ DeleteRecordsResponse._spec = (
 )
 DeleteRecordsResponse._decoders = {0: _d_DeleteRecordsResponse_0, 1: _d_DeleteRecordsResponse_0, 2: _d_DeleteRecordsResponse_1}
 DeleteRecordsResponse._encoders = {0: _e_DeleteRecordsResponse_0, 1: _e_DeleteRecordsResponse_0, 2: _e_DeleteRecordsResponse_1}
+DeleteRecordsResponse.DeleteRecordsPartitionResult = DeleteRecordsPartitionResult
+DeleteRecordsResponse.DeleteRecordsTopicResult = DeleteRecordsTopicResult
 
 install_plans(globals(), (
     ('_d_DeleteRecordsPartitionResult_0', 'DeleteRecordsPartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -170,6 +170,7 @@ DeleteShareGroupOffsetsRequest._spec = (
 )
 DeleteShareGroupOffsetsRequest._decoders = {0: _d_DeleteShareGroupOffsetsRequest_0}
 DeleteShareGroupOffsetsRequest._encoders = {0: _e_DeleteShareGroupOffsetsRequest_0}
+DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic = DeleteShareGroupOffsetsRequestTopic
 
 install_plans(globals(), (
     ('_d_DeleteShareGroupOffsetsRequestTopic_0', 'DeleteShareGroupOffsetsRequestTopic', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

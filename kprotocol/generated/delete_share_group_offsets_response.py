@@ -201,6 +201,7 @@ DeleteShareGroupOffsetsResponse._spec = (
 )
 DeleteShareGroupOffsetsResponse._decoders = {0: _d_DeleteShareGroupOffsetsResponse_0}
 DeleteShareGroupOffsetsResponse._encoders = {0: _e_DeleteShareGroupOffsetsResponse_0}
+DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic = DeleteShareGroupOffsetsResponseTopic
 
 install_plans(globals(), (
     ('_d_DeleteShareGroupOffsetsResponseTopic_0', 'DeleteShareGroupOffsetsResponseTopic', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (0, 2, 2, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -262,6 +262,8 @@ DeleteShareGroupStateRequest._spec = (
 )
 DeleteShareGroupStateRequest._decoders = {0: _d_DeleteShareGroupStateRequest_0}
 DeleteShareGroupStateRequest._encoders = {0: _e_DeleteShareGroupStateRequest_0}
+DeleteShareGroupStateRequest.PartitionData = PartitionData
+DeleteShareGroupStateRequest.DeleteStateData = DeleteStateData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

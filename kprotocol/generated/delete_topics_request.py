@@ -478,6 +478,7 @@ DeleteTopicsRequest._spec = (
 )
 DeleteTopicsRequest._decoders = {0: _d_DeleteTopicsRequest_0, 1: _d_DeleteTopicsRequest_0, 2: _d_DeleteTopicsRequest_0, 3: _d_DeleteTopicsRequest_0, 4: _d_DeleteTopicsRequest_1, 5: _d_DeleteTopicsRequest_1, 6: _d_DeleteTopicsRequest_2}
 DeleteTopicsRequest._encoders = {0: _e_DeleteTopicsRequest_0, 1: _e_DeleteTopicsRequest_1, 2: _e_DeleteTopicsRequest_2, 3: _e_DeleteTopicsRequest_3, 4: _e_DeleteTopicsRequest_4, 5: _e_DeleteTopicsRequest_5, 6: _e_DeleteTopicsRequest_6}
+DeleteTopicsRequest.DeleteTopicState = DeleteTopicState
 
 install_plans(globals(), (
     ('_d_DeleteTopicState_0', 'DeleteTopicState', 3, ((5, 0, 0, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 2, 0, 0, 0, -1, None, ()), )),

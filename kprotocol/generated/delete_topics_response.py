@@ -505,6 +505,7 @@ DeleteTopicsResponse._spec = (
 )
 DeleteTopicsResponse._decoders = {0: _d_DeleteTopicsResponse_0, 1: _d_DeleteTopicsResponse_1, 2: _d_DeleteTopicsResponse_1, 3: _d_DeleteTopicsResponse_1, 4: _d_DeleteTopicsResponse_2, 5: _d_DeleteTopicsResponse_3, 6: _d_DeleteTopicsResponse_4}
 DeleteTopicsResponse._encoders = {0: _e_DeleteTopicsResponse_0, 1: _e_DeleteTopicsResponse_1, 2: _e_DeleteTopicsResponse_1, 3: _e_DeleteTopicsResponse_1, 4: _e_DeleteTopicsResponse_2, 5: _e_DeleteTopicsResponse_3, 6: _e_DeleteTopicsResponse_4}
+DeleteTopicsResponse.DeletableTopicResult = DeletableTopicResult
 
 install_plans(globals(), (
     ('_d_DeletableTopicResult_0', 'DeletableTopicResult', 5, ((1, 0, 9, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -525,6 +525,8 @@ DescribeAclsResponse._spec = (
 )
 DescribeAclsResponse._decoders = {0: _d_DescribeAclsResponse_0, 1: _d_DescribeAclsResponse_1, 2: _d_DescribeAclsResponse_2, 3: _d_DescribeAclsResponse_2}
 DescribeAclsResponse._encoders = {0: _e_DescribeAclsResponse_0, 1: _e_DescribeAclsResponse_1, 2: _e_DescribeAclsResponse_2, 3: _e_DescribeAclsResponse_2}
+DescribeAclsResponse.AclDescription = AclDescription
+DescribeAclsResponse.DescribeAclsResource = DescribeAclsResource
 
 install_plans(globals(), (
     ('_d_AclDescription_0', 'AclDescription', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (0, 3, 1, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

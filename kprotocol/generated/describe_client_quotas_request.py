@@ -255,6 +255,7 @@ DescribeClientQuotasRequest._spec = (
 )
 DescribeClientQuotasRequest._decoders = {0: _d_DescribeClientQuotasRequest_0, 1: _d_DescribeClientQuotasRequest_1}
 DescribeClientQuotasRequest._encoders = {0: _e_DescribeClientQuotasRequest_0, 1: _e_DescribeClientQuotasRequest_1}
+DescribeClientQuotasRequest.ComponentData = ComponentData
 
 install_plans(globals(), (
     ('_d_ComponentData_0', 'ComponentData', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

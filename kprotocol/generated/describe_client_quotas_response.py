@@ -514,6 +514,9 @@ DescribeClientQuotasResponse._spec = (
 )
 DescribeClientQuotasResponse._decoders = {0: _d_DescribeClientQuotasResponse_0, 1: _d_DescribeClientQuotasResponse_1}
 DescribeClientQuotasResponse._encoders = {0: _e_DescribeClientQuotasResponse_0, 1: _e_DescribeClientQuotasResponse_1}
+DescribeClientQuotasResponse.EntityData = EntityData
+DescribeClientQuotasResponse.ValueData = ValueData
+DescribeClientQuotasResponse.EntryData = EntryData
 
 install_plans(globals(), (
     ('_d_EntityData_0', 'EntityData', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

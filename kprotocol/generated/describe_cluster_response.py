@@ -497,6 +497,7 @@ DescribeClusterResponse._spec = (
 )
 DescribeClusterResponse._decoders = {0: _d_DescribeClusterResponse_0, 1: _d_DescribeClusterResponse_1, 2: _d_DescribeClusterResponse_2}
 DescribeClusterResponse._encoders = {0: _e_DescribeClusterResponse_0, 1: _e_DescribeClusterResponse_1, 2: _e_DescribeClusterResponse_2}
+DescribeClusterResponse.DescribeClusterBroker = DescribeClusterBroker
 
 install_plans(globals(), (
     ('_d_DescribeClusterBroker_0', 'DescribeClusterBroker', 6, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (5, 4, 0, 0, 0, -1, None, False), (6, 5, 0, 0, 0, -1, None, None), )),

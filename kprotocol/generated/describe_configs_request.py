@@ -394,6 +394,7 @@ DescribeConfigsRequest._spec = (
 )
 DescribeConfigsRequest._decoders = {0: _d_DescribeConfigsRequest_0, 1: _d_DescribeConfigsRequest_1, 2: _d_DescribeConfigsRequest_1, 3: _d_DescribeConfigsRequest_2, 4: _d_DescribeConfigsRequest_3}
 DescribeConfigsRequest._encoders = {0: _e_DescribeConfigsRequest_0, 1: _e_DescribeConfigsRequest_1, 2: _e_DescribeConfigsRequest_2, 3: _e_DescribeConfigsRequest_3, 4: _e_DescribeConfigsRequest_4}
+DescribeConfigsRequest.DescribeConfigsResource = DescribeConfigsResource
 
 install_plans(globals(), (
     ('_d_DescribeConfigsResource_0', 'DescribeConfigsResource', 4, ((0, 0, 1, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (3, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -975,6 +975,9 @@ DescribeConfigsResponse._spec = (
 )
 DescribeConfigsResponse._decoders = {0: _d_DescribeConfigsResponse_0, 1: _d_DescribeConfigsResponse_1, 2: _d_DescribeConfigsResponse_1, 3: _d_DescribeConfigsResponse_2, 4: _d_DescribeConfigsResponse_3}
 DescribeConfigsResponse._encoders = {0: _e_DescribeConfigsResponse_0, 1: _e_DescribeConfigsResponse_1, 2: _e_DescribeConfigsResponse_2, 3: _e_DescribeConfigsResponse_3, 4: _e_DescribeConfigsResponse_4}
+DescribeConfigsResponse.DescribeConfigsSynonym = DescribeConfigsSynonym
+DescribeConfigsResponse.DescribeConfigsResourceResult = DescribeConfigsResourceResult
+DescribeConfigsResponse.DescribeConfigsResult = DescribeConfigsResult
 
 install_plans(globals(), (
     ('_d_DescribeConfigsSynonym_0', 'DescribeConfigsSynonym', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -230,6 +230,7 @@ DescribeDelegationTokenRequest._spec = (
 )
 DescribeDelegationTokenRequest._decoders = {0: _d_DescribeDelegationTokenRequest_0, 1: _d_DescribeDelegationTokenRequest_0, 2: _d_DescribeDelegationTokenRequest_1, 3: _d_DescribeDelegationTokenRequest_1}
 DescribeDelegationTokenRequest._encoders = {0: _e_DescribeDelegationTokenRequest_0, 1: _e_DescribeDelegationTokenRequest_0, 2: _e_DescribeDelegationTokenRequest_1, 3: _e_DescribeDelegationTokenRequest_1}
+DescribeDelegationTokenRequest.DescribeDelegationTokenOwner = DescribeDelegationTokenOwner
 
 install_plans(globals(), (
     ('_d_DescribeDelegationTokenOwner_0', 'DescribeDelegationTokenOwner', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -682,6 +682,8 @@ DescribeDelegationTokenResponse._spec = (
 )
 DescribeDelegationTokenResponse._decoders = {0: _d_DescribeDelegationTokenResponse_0, 1: _d_DescribeDelegationTokenResponse_0, 2: _d_DescribeDelegationTokenResponse_1, 3: _d_DescribeDelegationTokenResponse_2}
 DescribeDelegationTokenResponse._encoders = {0: _e_DescribeDelegationTokenResponse_0, 1: _e_DescribeDelegationTokenResponse_1, 2: _e_DescribeDelegationTokenResponse_2, 3: _e_DescribeDelegationTokenResponse_3}
+DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer = DescribedDelegationTokenRenewer
+DescribeDelegationTokenResponse.DescribedDelegationToken = DescribedDelegationToken
 
 install_plans(globals(), (
     ('_d_DescribedDelegationTokenRenewer_0', 'DescribedDelegationTokenRenewer', 3, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -1037,6 +1037,8 @@ DescribeGroupsResponse._spec = (
 )
 DescribeGroupsResponse._decoders = {0: _d_DescribeGroupsResponse_0, 1: _d_DescribeGroupsResponse_1, 2: _d_DescribeGroupsResponse_1, 3: _d_DescribeGroupsResponse_2, 4: _d_DescribeGroupsResponse_3, 5: _d_DescribeGroupsResponse_4, 6: _d_DescribeGroupsResponse_5}
 DescribeGroupsResponse._encoders = {0: _e_DescribeGroupsResponse_0, 1: _e_DescribeGroupsResponse_1, 2: _e_DescribeGroupsResponse_2, 3: _e_DescribeGroupsResponse_3, 4: _e_DescribeGroupsResponse_4, 5: _e_DescribeGroupsResponse_5, 6: _e_DescribeGroupsResponse_6}
+DescribeGroupsResponse.DescribedGroupMember = DescribedGroupMember
+DescribeGroupsResponse.DescribedGroup = DescribedGroup
 
 install_plans(globals(), (
     ('_d_DescribedGroupMember_0', 'DescribedGroupMember', 7, ((1, 0, 9, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (2, 4, 10, 0, 0, -1, None, None), (2, 5, 10, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, None), (5, 6, 0, 0, 0, -1, None, ()), )),

@@ -242,6 +242,7 @@ DescribeLogDirsRequest._spec = (
 )
 DescribeLogDirsRequest._decoders = {0: _d_DescribeLogDirsRequest_0, 1: _d_DescribeLogDirsRequest_0, 2: _d_DescribeLogDirsRequest_1, 3: _d_DescribeLogDirsRequest_1, 4: _d_DescribeLogDirsRequest_1, 5: _d_DescribeLogDirsRequest_1}
 DescribeLogDirsRequest._encoders = {0: _e_DescribeLogDirsRequest_0, 1: _e_DescribeLogDirsRequest_0, 2: _e_DescribeLogDirsRequest_1, 3: _e_DescribeLogDirsRequest_1, 4: _e_DescribeLogDirsRequest_1, 5: _e_DescribeLogDirsRequest_1}
+DescribeLogDirsRequest.DescribableLogDirTopic = DescribableLogDirTopic
 
 install_plans(globals(), (
     ('_d_DescribableLogDirTopic_0', 'DescribableLogDirTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

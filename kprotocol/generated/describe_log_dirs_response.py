@@ -856,6 +856,9 @@ DescribeLogDirsResponse._spec = (
 )
 DescribeLogDirsResponse._decoders = {0: _d_DescribeLogDirsResponse_0, 1: _d_DescribeLogDirsResponse_0, 2: _d_DescribeLogDirsResponse_1, 3: _d_DescribeLogDirsResponse_2, 4: _d_DescribeLogDirsResponse_3, 5: _d_DescribeLogDirsResponse_4}
 DescribeLogDirsResponse._encoders = {0: _e_DescribeLogDirsResponse_0, 1: _e_DescribeLogDirsResponse_0, 2: _e_DescribeLogDirsResponse_1, 3: _e_DescribeLogDirsResponse_2, 4: _e_DescribeLogDirsResponse_3, 5: _e_DescribeLogDirsResponse_4}
+DescribeLogDirsResponse.DescribeLogDirsPartition = DescribeLogDirsPartition
+DescribeLogDirsResponse.DescribeLogDirsTopic = DescribeLogDirsTopic
+DescribeLogDirsResponse.DescribeLogDirsResult = DescribeLogDirsResult
 
 install_plans(globals(), (
     ('_d_DescribeLogDirsPartition_0', 'DescribeLogDirsPartition', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

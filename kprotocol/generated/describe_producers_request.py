@@ -176,6 +176,7 @@ DescribeProducersRequest._spec = (
 )
 DescribeProducersRequest._decoders = {0: _d_DescribeProducersRequest_0}
 DescribeProducersRequest._encoders = {0: _e_DescribeProducersRequest_0}
+DescribeProducersRequest.TopicRequest = TopicRequest
 
 install_plans(globals(), (
     ('_d_TopicRequest_0', 'TopicRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

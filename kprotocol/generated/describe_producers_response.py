@@ -377,6 +377,9 @@ DescribeProducersResponse._spec = (
 )
 DescribeProducersResponse._decoders = {0: _d_DescribeProducersResponse_0}
 DescribeProducersResponse._encoders = {0: _e_DescribeProducersResponse_0}
+DescribeProducersResponse.ProducerState = ProducerState
+DescribeProducersResponse.PartitionResponse = PartitionResponse
+DescribeProducersResponse.TopicResponse = TopicResponse
 
 install_plans(globals(), (
     ('_d_ProducerState_0', 'ProducerState', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),

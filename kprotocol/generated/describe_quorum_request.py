@@ -251,6 +251,8 @@ DescribeQuorumRequest._spec = (
 )
 DescribeQuorumRequest._decoders = {0: _d_DescribeQuorumRequest_0, 1: _d_DescribeQuorumRequest_0, 2: _d_DescribeQuorumRequest_0}
 DescribeQuorumRequest._encoders = {0: _e_DescribeQuorumRequest_0, 1: _e_DescribeQuorumRequest_0, 2: _e_DescribeQuorumRequest_0}
+DescribeQuorumRequest.PartitionData = PartitionData
+DescribeQuorumRequest.TopicData = TopicData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

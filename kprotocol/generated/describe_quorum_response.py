@@ -1243,6 +1243,11 @@ DescribeQuorumResponse._spec = (
 )
 DescribeQuorumResponse._decoders = {0: _d_DescribeQuorumResponse_0, 1: _d_DescribeQuorumResponse_1, 2: _d_DescribeQuorumResponse_2}
 DescribeQuorumResponse._encoders = {0: _e_DescribeQuorumResponse_0, 1: _e_DescribeQuorumResponse_1, 2: _e_DescribeQuorumResponse_2}
+DescribeQuorumResponse.ReplicaState = ReplicaState
+DescribeQuorumResponse.PartitionData = PartitionData
+DescribeQuorumResponse.TopicData = TopicData
+DescribeQuorumResponse.Listener = Listener
+DescribeQuorumResponse.Node = Node
 
 install_plans(globals(), (
     ('_d_ReplicaState_0', 'ReplicaState', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),

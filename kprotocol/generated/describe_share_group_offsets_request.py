@@ -266,6 +266,8 @@ DescribeShareGroupOffsetsRequest._spec = (
 )
 DescribeShareGroupOffsetsRequest._decoders = {0: _d_DescribeShareGroupOffsetsRequest_0, 1: _d_DescribeShareGroupOffsetsRequest_0}
 DescribeShareGroupOffsetsRequest._encoders = {0: _e_DescribeShareGroupOffsetsRequest_0, 1: _e_DescribeShareGroupOffsetsRequest_0}
+DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic = DescribeShareGroupOffsetsRequestTopic
+DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup = DescribeShareGroupOffsetsRequestGroup
 
 install_plans(globals(), (
     ('_d_DescribeShareGroupOffsetsRequestTopic_0', 'DescribeShareGroupOffsetsRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -644,6 +644,9 @@ DescribeShareGroupOffsetsResponse._spec = (
 )
 DescribeShareGroupOffsetsResponse._decoders = {0: _d_DescribeShareGroupOffsetsResponse_0, 1: _d_DescribeShareGroupOffsetsResponse_1}
 DescribeShareGroupOffsetsResponse._encoders = {0: _e_DescribeShareGroupOffsetsResponse_0, 1: _e_DescribeShareGroupOffsetsResponse_1}
+DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition = DescribeShareGroupOffsetsResponsePartition
+DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic = DescribeShareGroupOffsetsResponseTopic
+DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup = DescribeShareGroupOffsetsResponseGroup
 
 install_plans(globals(), (
     ('_d_DescribeShareGroupOffsetsResponsePartition_0', 'DescribeShareGroupOffsetsResponsePartition', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),

@@ -263,6 +263,8 @@ DescribeTopicPartitionsRequest._spec = (
 )
 DescribeTopicPartitionsRequest._decoders = {0: _d_DescribeTopicPartitionsRequest_0}
 DescribeTopicPartitionsRequest._encoders = {0: _e_DescribeTopicPartitionsRequest_0}
+DescribeTopicPartitionsRequest.TopicRequest = TopicRequest
+DescribeTopicPartitionsRequest.Cursor = Cursor
 
 install_plans(globals(), (
     ('_d_TopicRequest_0', 'TopicRequest', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

@@ -469,6 +469,9 @@ DescribeTopicPartitionsResponse._spec = (
 )
 DescribeTopicPartitionsResponse._decoders = {0: _d_DescribeTopicPartitionsResponse_0}
 DescribeTopicPartitionsResponse._encoders = {0: _e_DescribeTopicPartitionsResponse_0}
+DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponsePartition
+DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponseTopic
+DescribeTopicPartitionsResponse.Cursor = Cursor
 
 install_plans(globals(), (
     ('_d_DescribeTopicPartitionsResponsePartition_0', 'DescribeTopicPartitionsResponsePartition', 10, ((0, 0, 2, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 3, 1, 0, -1, None, None), (3, 5, 3, 1, 0, -1, None, None), (3, 6, 3, 1, 1, -1, None, None), (3, 7, 3, 1, 1, -1, None, None), (3, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),

@@ -313,6 +313,8 @@ DescribeTransactionsResponse._spec = (
 )
 DescribeTransactionsResponse._decoders = {0: _d_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._encoders = {0: _e_DescribeTransactionsResponse_0}
+DescribeTransactionsResponse.TopicData = TopicData
+DescribeTransactionsResponse.TransactionState = TransactionState
 
 install_plans(globals(), (
     ('_d_TopicData_0', 'TopicData', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -161,6 +161,7 @@ DescribeUserScramCredentialsRequest._spec = (
 )
 DescribeUserScramCredentialsRequest._decoders = {0: _d_DescribeUserScramCredentialsRequest_0}
 DescribeUserScramCredentialsRequest._encoders = {0: _e_DescribeUserScramCredentialsRequest_0}
+DescribeUserScramCredentialsRequest.UserName = UserName
 
 install_plans(globals(), (
     ('_d_UserName_0', 'UserName', 2, ((1, 0, 9, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),

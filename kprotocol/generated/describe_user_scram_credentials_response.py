@@ -291,6 +291,8 @@ DescribeUserScramCredentialsResponse._spec = (
 )
 DescribeUserScramCredentialsResponse._decoders = {0: _d_DescribeUserScramCredentialsResponse_0}
 DescribeUserScramCredentialsResponse._encoders = {0: _e_DescribeUserScramCredentialsResponse_0}
+DescribeUserScramCredentialsResponse.CredentialInfo = CredentialInfo
+DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResult
 
 install_plans(globals(), (
     ('_d_CredentialInfo_0', 'CredentialInfo', 3, ((0, 0, 1, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

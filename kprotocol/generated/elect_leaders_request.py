@@ -313,6 +313,7 @@ ElectLeadersRequest._spec = (
 )
 ElectLeadersRequest._decoders = {0: _d_ElectLeadersRequest_0, 1: _d_ElectLeadersRequest_1, 2: _d_ElectLeadersRequest_2}
 ElectLeadersRequest._encoders = {0: _e_ElectLeadersRequest_0, 1: _e_ElectLeadersRequest_1, 2: _e_ElectLeadersRequest_2}
+ElectLeadersRequest.TopicPartitions = TopicPartitions
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

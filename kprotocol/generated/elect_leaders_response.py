@@ -418,6 +418,8 @@ ElectLeadersResponse._spec = (
 )
 ElectLeadersResponse._decoders = {0: _d_ElectLeadersResponse_0, 1: _d_ElectLeadersResponse_1, 2: _d_ElectLeadersResponse_2}
 ElectLeadersResponse._encoders = {0: _e_ElectLeadersResponse_0, 1: _e_ElectLeadersResponse_1, 2: _e_ElectLeadersResponse_2}
+ElectLeadersResponse.PartitionResult = PartitionResult
+ElectLeadersResponse.ReplicaElectionResult = ReplicaElectionResult
 
 install_plans(globals(), (
     ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -615,6 +615,10 @@ EndQuorumEpochRequest._spec = (
 )
 EndQuorumEpochRequest._decoders = {0: _d_EndQuorumEpochRequest_0, 1: _d_EndQuorumEpochRequest_1}
 EndQuorumEpochRequest._encoders = {0: _e_EndQuorumEpochRequest_0, 1: _e_EndQuorumEpochRequest_1}
+EndQuorumEpochRequest.ReplicaInfo = ReplicaInfo
+EndQuorumEpochRequest.PartitionData = PartitionData
+EndQuorumEpochRequest.TopicData = TopicData
+EndQuorumEpochRequest.LeaderEndpoint = LeaderEndpoint
 
 install_plans(globals(), (
     ('_d_ReplicaInfo_0', 'ReplicaInfo', 3, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -511,6 +511,9 @@ EndQuorumEpochResponse._spec = (
 )
 EndQuorumEpochResponse._decoders = {0: _d_EndQuorumEpochResponse_0, 1: _d_EndQuorumEpochResponse_1}
 EndQuorumEpochResponse._encoders = {0: _e_EndQuorumEpochResponse_0, 1: _e_EndQuorumEpochResponse_1}
+EndQuorumEpochResponse.PartitionData = PartitionData
+EndQuorumEpochResponse.TopicData = TopicData
+EndQuorumEpochResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -2700,6 +2700,10 @@ FetchRequest._spec = (
 )
 FetchRequest._decoders = {0: _d_FetchRequest_0, 1: _d_FetchRequest_0, 2: _d_FetchRequest_0, 3: _d_FetchRequest_1, 4: _d_FetchRequest_2, 5: _d_FetchRequest_3, 6: _d_FetchRequest_3, 7: _d_FetchRequest_4, 8: _d_FetchRequest_4, 9: _d_FetchRequest_5, 10: _d_FetchRequest_5, 11: _d_FetchRequest_6, 12: _d_FetchRequest_7, 13: _d_FetchRequest_8, 14: _d_FetchRequest_8, 15: _d_FetchRequest_9, 16: _d_FetchRequest_9, 17: _d_FetchRequest_10, 18: _d_FetchRequest_11}
 FetchRequest._encoders = {0: _e_FetchRequest_0, 1: _e_FetchRequest_1, 2: _e_FetchRequest_2, 3: _e_FetchRequest_3, 4: _e_FetchRequest_4, 5: _e_FetchRequest_5, 6: _e_FetchRequest_6, 7: _e_FetchRequest_7, 8: _e_FetchRequest_8, 9: _e_FetchRequest_9, 10: _e_FetchRequest_10, 11: _e_FetchRequest_11, 12: _e_FetchRequest_12, 13: _e_FetchRequest_13, 14: _e_FetchRequest_14, 15: _e_FetchRequest_15, 16: _e_FetchRequest_16, 17: _e_FetchRequest_17, 18: _e_FetchRequest_18}
+FetchRequest.ReplicaState = ReplicaState
+FetchRequest.FetchPartition = FetchPartition
+FetchRequest.FetchTopic = FetchTopic
+FetchRequest.ForgottenTopic = ForgottenTopic
 
 install_plans(globals(), (
     ('_d_ReplicaState_0', 'ReplicaState', 3, ((5, 0, 0, 0, 0, -1, None, -1), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, ()), )),

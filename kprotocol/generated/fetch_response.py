@@ -2868,6 +2868,13 @@ FetchResponse._spec = (
 )
 FetchResponse._decoders = {0: _d_FetchResponse_0, 1: _d_FetchResponse_1, 2: _d_FetchResponse_1, 3: _d_FetchResponse_1, 4: _d_FetchResponse_2, 5: _d_FetchResponse_3, 6: _d_FetchResponse_3, 7: _d_FetchResponse_4, 8: _d_FetchResponse_4, 9: _d_FetchResponse_4, 10: _d_FetchResponse_4, 11: _d_FetchResponse_5, 12: _d_FetchResponse_6, 13: _d_FetchResponse_7, 14: _d_FetchResponse_7, 15: _d_FetchResponse_7, 16: _d_FetchResponse_8, 17: _d_FetchResponse_8, 18: _d_FetchResponse_8}
 FetchResponse._encoders = {0: _e_FetchResponse_0, 1: _e_FetchResponse_1, 2: _e_FetchResponse_2, 3: _e_FetchResponse_3, 4: _e_FetchResponse_4, 5: _e_FetchResponse_5, 6: _e_FetchResponse_6, 7: _e_FetchResponse_7, 8: _e_FetchResponse_8, 9: _e_FetchResponse_9, 10: _e_FetchResponse_10, 11: _e_FetchResponse_11, 12: _e_FetchResponse_12, 13: _e_FetchResponse_13, 14: _e_FetchResponse_14, 15: _e_FetchResponse_15, 16: _e_FetchResponse_16, 17: _e_FetchResponse_16, 18: _e_FetchResponse_16}
+FetchResponse.EpochEndOffset = EpochEndOffset
+FetchResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
+FetchResponse.SnapshotId = SnapshotId
+FetchResponse.AbortedTransaction = AbortedTransaction
+FetchResponse.PartitionData = PartitionData
+FetchResponse.FetchableTopicResponse = FetchableTopicResponse
+FetchResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_EpochEndOffset_0', 'EpochEndOffset', 3, ((5, 0, 0, 0, 0, -1, None, -1), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, ()), )),

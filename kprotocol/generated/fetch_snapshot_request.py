@@ -578,6 +578,9 @@ FetchSnapshotRequest._spec = (
 )
 FetchSnapshotRequest._decoders = {0: _d_FetchSnapshotRequest_0, 1: _d_FetchSnapshotRequest_1}
 FetchSnapshotRequest._encoders = {0: _e_FetchSnapshotRequest_0, 1: _e_FetchSnapshotRequest_1}
+FetchSnapshotRequest.SnapshotId = SnapshotId
+FetchSnapshotRequest.PartitionSnapshot = PartitionSnapshot
+FetchSnapshotRequest.TopicSnapshot = TopicSnapshot
 
 install_plans(globals(), (
     ('_d_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

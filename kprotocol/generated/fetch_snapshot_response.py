@@ -682,6 +682,11 @@ FetchSnapshotResponse._spec = (
 )
 FetchSnapshotResponse._decoders = {0: _d_FetchSnapshotResponse_0, 1: _d_FetchSnapshotResponse_1}
 FetchSnapshotResponse._encoders = {0: _e_FetchSnapshotResponse_0, 1: _e_FetchSnapshotResponse_1}
+FetchSnapshotResponse.SnapshotId = SnapshotId
+FetchSnapshotResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
+FetchSnapshotResponse.PartitionSnapshot = PartitionSnapshot
+FetchSnapshotResponse.TopicSnapshot = TopicSnapshot
+FetchSnapshotResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_SnapshotId_0', 'SnapshotId', 3, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

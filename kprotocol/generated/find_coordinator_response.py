@@ -577,6 +577,7 @@ FindCoordinatorResponse._spec = (
 )
 FindCoordinatorResponse._decoders = {0: _d_FindCoordinatorResponse_0, 1: _d_FindCoordinatorResponse_1, 2: _d_FindCoordinatorResponse_1, 3: _d_FindCoordinatorResponse_2, 4: _d_FindCoordinatorResponse_3, 5: _d_FindCoordinatorResponse_3, 6: _d_FindCoordinatorResponse_3}
 FindCoordinatorResponse._encoders = {0: _e_FindCoordinatorResponse_0, 1: _e_FindCoordinatorResponse_1, 2: _e_FindCoordinatorResponse_2, 3: _e_FindCoordinatorResponse_3, 4: _e_FindCoordinatorResponse_4, 5: _e_FindCoordinatorResponse_5, 6: _e_FindCoordinatorResponse_6}
+FindCoordinatorResponse.Coordinator = Coordinator
 
 install_plans(globals(), (
     ('_d_Coordinator_0', 'Coordinator', 7, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ''), (5, 3, 0, 0, 0, -1, None, 0), (5, 4, 0, 0, 0, -1, None, 0), (5, 5, 0, 0, 0, -1, None, ''), (5, 6, 0, 0, 0, -1, None, ()), )),

@@ -632,6 +632,7 @@ GroupMetadataValue._spec = (
 )
 GroupMetadataValue._decoders = {0: _d_GroupMetadataValue_0, 1: _d_GroupMetadataValue_1, 2: _d_GroupMetadataValue_2, 3: _d_GroupMetadataValue_3, 4: _d_GroupMetadataValue_4}
 GroupMetadataValue._encoders = {0: _e_GroupMetadataValue_0, 1: _e_GroupMetadataValue_1, 2: _e_GroupMetadataValue_2, 3: _e_GroupMetadataValue_3, 4: _e_GroupMetadataValue_4}
+GroupMetadataValue.MemberMetadata = MemberMetadata
 
 install_plans(globals(), (
     ('_d_MemberMetadata_0', 'MemberMetadata', 9, ((1, 0, 9, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (0, 5, 3, 0, 0, -1, None, None), (2, 6, 10, 0, 0, -1, None, None), (2, 7, 10, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 8, 0, 0, 0, -1, None, ()), )),

@@ -398,6 +398,8 @@ IncrementalAlterConfigsRequest._spec = (
 )
 IncrementalAlterConfigsRequest._decoders = {0: _d_IncrementalAlterConfigsRequest_0, 1: _d_IncrementalAlterConfigsRequest_1}
 IncrementalAlterConfigsRequest._encoders = {0: _e_IncrementalAlterConfigsRequest_0, 1: _e_IncrementalAlterConfigsRequest_1}
+IncrementalAlterConfigsRequest.AlterableConfig = AlterableConfig
+IncrementalAlterConfigsRequest.AlterConfigsResource = AlterConfigsResource
 
 install_plans(globals(), (
     ('_d_AlterableConfig_0', 'AlterableConfig', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 1, 0, 0, -1, None, None), (1, 2, 9, 0, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

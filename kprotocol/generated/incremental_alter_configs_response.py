@@ -270,6 +270,7 @@ IncrementalAlterConfigsResponse._spec = (
 )
 IncrementalAlterConfigsResponse._decoders = {0: _d_IncrementalAlterConfigsResponse_0, 1: _d_IncrementalAlterConfigsResponse_1}
 IncrementalAlterConfigsResponse._encoders = {0: _e_IncrementalAlterConfigsResponse_0, 1: _e_IncrementalAlterConfigsResponse_1}
+IncrementalAlterConfigsResponse.AlterConfigsResourceResponse = AlterConfigsResourceResponse
 
 install_plans(globals(), (
     ('_d_AlterConfigsResourceResponse_0', 'AlterConfigsResourceResponse', 5, ((0, 0, 2, 0, 0, -1, None, None), (1, 1, 9, 0, 1, -1, None, None), (0, 2, 1, 0, 0, -1, None, None), (1, 3, 9, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -268,6 +268,8 @@ InitializeShareGroupStateRequest._spec = (
 )
 InitializeShareGroupStateRequest._decoders = {0: _d_InitializeShareGroupStateRequest_0}
 InitializeShareGroupStateRequest._encoders = {0: _e_InitializeShareGroupStateRequest_0}
+InitializeShareGroupStateRequest.PartitionData = PartitionData
+InitializeShareGroupStateRequest.InitializeStateData = InitializeStateData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

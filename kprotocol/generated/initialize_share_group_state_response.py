@@ -263,6 +263,8 @@ InitializeShareGroupStateResponse._spec = (
 )
 InitializeShareGroupStateResponse._decoders = {0: _d_InitializeShareGroupStateResponse_0}
 InitializeShareGroupStateResponse._encoders = {0: _e_InitializeShareGroupStateResponse_0}
+InitializeShareGroupStateResponse.PartitionResult = PartitionResult
+InitializeShareGroupStateResponse.InitializeStateResult = InitializeStateResult
 
 install_plans(globals(), (
     ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -589,6 +589,7 @@ JoinGroupRequest._spec = (
 )
 JoinGroupRequest._decoders = {0: _d_JoinGroupRequest_0, 1: _d_JoinGroupRequest_1, 2: _d_JoinGroupRequest_1, 3: _d_JoinGroupRequest_1, 4: _d_JoinGroupRequest_1, 5: _d_JoinGroupRequest_2, 6: _d_JoinGroupRequest_3, 7: _d_JoinGroupRequest_3, 8: _d_JoinGroupRequest_4, 9: _d_JoinGroupRequest_4}
 JoinGroupRequest._encoders = {0: _e_JoinGroupRequest_0, 1: _e_JoinGroupRequest_1, 2: _e_JoinGroupRequest_2, 3: _e_JoinGroupRequest_3, 4: _e_JoinGroupRequest_4, 5: _e_JoinGroupRequest_5, 6: _e_JoinGroupRequest_6, 7: _e_JoinGroupRequest_6, 8: _e_JoinGroupRequest_7, 9: _e_JoinGroupRequest_7}
+JoinGroupRequest.JoinGroupRequestProtocol = JoinGroupRequestProtocol
 
 install_plans(globals(), (
     ('_d_JoinGroupRequestProtocol_0', 'JoinGroupRequestProtocol', 3, ((1, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -743,6 +743,7 @@ JoinGroupResponse._spec = (
 )
 JoinGroupResponse._decoders = {0: _d_JoinGroupResponse_0, 1: _d_JoinGroupResponse_0, 2: _d_JoinGroupResponse_1, 3: _d_JoinGroupResponse_1, 4: _d_JoinGroupResponse_1, 5: _d_JoinGroupResponse_2, 6: _d_JoinGroupResponse_3, 7: _d_JoinGroupResponse_4, 8: _d_JoinGroupResponse_4, 9: _d_JoinGroupResponse_5}
 JoinGroupResponse._encoders = {0: _e_JoinGroupResponse_0, 1: _e_JoinGroupResponse_1, 2: _e_JoinGroupResponse_2, 3: _e_JoinGroupResponse_3, 4: _e_JoinGroupResponse_4, 5: _e_JoinGroupResponse_5, 6: _e_JoinGroupResponse_6, 7: _e_JoinGroupResponse_7, 8: _e_JoinGroupResponse_8, 9: _e_JoinGroupResponse_9}
+JoinGroupResponse.JoinGroupResponseMember = JoinGroupResponseMember
 
 install_plans(globals(), (
     ('_d_JoinGroupResponseMember_0', 'JoinGroupResponseMember', 4, ((1, 0, 9, 0, 0, -1, None, None), (2, 2, 10, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -1705,6 +1705,9 @@ LeaderAndIsrRequest._spec = (
 )
 LeaderAndIsrRequest._decoders = {0: _d_LeaderAndIsrRequest_0, 1: _d_LeaderAndIsrRequest_1, 2: _d_LeaderAndIsrRequest_2, 3: _d_LeaderAndIsrRequest_3, 4: _d_LeaderAndIsrRequest_4, 5: _d_LeaderAndIsrRequest_5, 6: _d_LeaderAndIsrRequest_6, 7: _d_LeaderAndIsrRequest_7}
 LeaderAndIsrRequest._encoders = {0: _e_LeaderAndIsrRequest_0, 1: _e_LeaderAndIsrRequest_1, 2: _e_LeaderAndIsrRequest_2, 3: _e_LeaderAndIsrRequest_3, 4: _e_LeaderAndIsrRequest_4, 5: _e_LeaderAndIsrRequest_5, 6: _e_LeaderAndIsrRequest_6, 7: _e_LeaderAndIsrRequest_7}
+LeaderAndIsrRequest.LeaderAndIsrPartitionState = LeaderAndIsrPartitionState
+LeaderAndIsrRequest.LeaderAndIsrTopicState = LeaderAndIsrTopicState
+LeaderAndIsrRequest.LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader
 
 install_plans(globals(), (
     ('_d_LeaderAndIsrPartitionState_0', 'LeaderAndIsrPartitionState', 13, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (3, 5, 3, 0, 0, -1, None, None), (0, 6, 3, 0, 0, -1, None, None), (3, 7, 3, 0, 0, -1, None, None), (5, 8, 0, 0, 0, -1, None, ()), (5, 9, 0, 0, 0, -1, None, ()), (5, 10, 0, 0, 0, -1, None, False), (5, 11, 0, 0, 0, -1, None, 0), (5, 12, 0, 0, 0, -1, None, ()), )),

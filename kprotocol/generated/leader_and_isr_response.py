@@ -650,6 +650,8 @@ LeaderAndIsrResponse._spec = (
 )
 LeaderAndIsrResponse._decoders = {0: _d_LeaderAndIsrResponse_0, 1: _d_LeaderAndIsrResponse_0, 2: _d_LeaderAndIsrResponse_0, 3: _d_LeaderAndIsrResponse_0, 4: _d_LeaderAndIsrResponse_1, 5: _d_LeaderAndIsrResponse_2, 6: _d_LeaderAndIsrResponse_2, 7: _d_LeaderAndIsrResponse_2}
 LeaderAndIsrResponse._encoders = {0: _e_LeaderAndIsrResponse_0, 1: _e_LeaderAndIsrResponse_1, 2: _e_LeaderAndIsrResponse_2, 3: _e_LeaderAndIsrResponse_3, 4: _e_LeaderAndIsrResponse_4, 5: _e_LeaderAndIsrResponse_5, 6: _e_LeaderAndIsrResponse_6, 7: _e_LeaderAndIsrResponse_7}
+LeaderAndIsrResponse.LeaderAndIsrPartitionError = LeaderAndIsrPartitionError
+LeaderAndIsrResponse.LeaderAndIsrTopicError = LeaderAndIsrTopicError
 
 install_plans(globals(), (
     ('_d_LeaderAndIsrPartitionError_0', 'LeaderAndIsrPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -326,6 +326,7 @@ LeaderChangeMessage._spec = (
 )
 LeaderChangeMessage._decoders = {0: _d_LeaderChangeMessage_0, 1: _d_LeaderChangeMessage_1}
 LeaderChangeMessage._encoders = {0: _e_LeaderChangeMessage_0, 1: _e_LeaderChangeMessage_1}
+LeaderChangeMessage.Voter = Voter
 
 install_plans(globals(), (
     ('_d_Voter_0', 'Voter', 3, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 2, 0, 0, 0, -1, None, None), )),

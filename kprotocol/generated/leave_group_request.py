@@ -465,6 +465,7 @@ LeaveGroupRequest._spec = (
 )
 LeaveGroupRequest._decoders = {0: _d_LeaveGroupRequest_0, 1: _d_LeaveGroupRequest_0, 2: _d_LeaveGroupRequest_0, 3: _d_LeaveGroupRequest_1, 4: _d_LeaveGroupRequest_2, 5: _d_LeaveGroupRequest_3}
 LeaveGroupRequest._encoders = {0: _e_LeaveGroupRequest_0, 1: _e_LeaveGroupRequest_1, 2: _e_LeaveGroupRequest_2, 3: _e_LeaveGroupRequest_3, 4: _e_LeaveGroupRequest_4, 5: _e_LeaveGroupRequest_5}
+LeaveGroupRequest.MemberIdentity = MemberIdentity
 
 install_plans(globals(), (
     ('_d_MemberIdentity_0', 'MemberIdentity', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

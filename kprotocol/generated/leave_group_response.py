@@ -365,6 +365,7 @@ LeaveGroupResponse._spec = (
 )
 LeaveGroupResponse._decoders = {0: _d_LeaveGroupResponse_0, 1: _d_LeaveGroupResponse_1, 2: _d_LeaveGroupResponse_1, 3: _d_LeaveGroupResponse_2, 4: _d_LeaveGroupResponse_3, 5: _d_LeaveGroupResponse_3}
 LeaveGroupResponse._encoders = {0: _e_LeaveGroupResponse_0, 1: _e_LeaveGroupResponse_1, 2: _e_LeaveGroupResponse_2, 3: _e_LeaveGroupResponse_3, 4: _e_LeaveGroupResponse_4, 5: _e_LeaveGroupResponse_4}
+LeaveGroupResponse.MemberResponse = MemberResponse
 
 install_plans(globals(), (
     ('_d_MemberResponse_0', 'MemberResponse', 4, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, 0), (5, 3, 0, 0, 0, -1, None, ()), )),

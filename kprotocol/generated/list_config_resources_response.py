@@ -284,6 +284,7 @@ ListConfigResourcesResponse._spec = (
 )
 ListConfigResourcesResponse._decoders = {0: _d_ListConfigResourcesResponse_0, 1: _d_ListConfigResourcesResponse_1}
 ListConfigResourcesResponse._encoders = {0: _e_ListConfigResourcesResponse_0, 1: _e_ListConfigResourcesResponse_1}
+ListConfigResourcesResponse.ConfigResource = ConfigResource
 
 install_plans(globals(), (
     ('_d_ConfigResource_0', 'ConfigResource', 3, ((1, 0, 9, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 16), (6, 2, 0, 0, 0, -1, None, None), )),

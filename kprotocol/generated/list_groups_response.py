@@ -526,6 +526,7 @@ ListGroupsResponse._spec = (
 )
 ListGroupsResponse._decoders = {0: _d_ListGroupsResponse_0, 1: _d_ListGroupsResponse_1, 2: _d_ListGroupsResponse_1, 3: _d_ListGroupsResponse_2, 4: _d_ListGroupsResponse_3, 5: _d_ListGroupsResponse_4}
 ListGroupsResponse._encoders = {0: _e_ListGroupsResponse_0, 1: _e_ListGroupsResponse_1, 2: _e_ListGroupsResponse_1, 3: _e_ListGroupsResponse_2, 4: _e_ListGroupsResponse_3, 5: _e_ListGroupsResponse_4}
+ListGroupsResponse.ListedGroup = ListedGroup
 
 install_plans(globals(), (
     ('_d_ListedGroup_0', 'ListedGroup', 5, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ''), (5, 3, 0, 0, 0, -1, None, ''), (5, 4, 0, 0, 0, -1, None, ()), )),

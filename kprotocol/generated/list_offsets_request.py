@@ -1073,6 +1073,8 @@ ListOffsetsRequest._spec = (
 )
 ListOffsetsRequest._decoders = {0: _d_ListOffsetsRequest_0, 1: _d_ListOffsetsRequest_1, 2: _d_ListOffsetsRequest_2, 3: _d_ListOffsetsRequest_2, 4: _d_ListOffsetsRequest_3, 5: _d_ListOffsetsRequest_3, 6: _d_ListOffsetsRequest_4, 7: _d_ListOffsetsRequest_4, 8: _d_ListOffsetsRequest_4, 9: _d_ListOffsetsRequest_4, 10: _d_ListOffsetsRequest_5, 11: _d_ListOffsetsRequest_5}
 ListOffsetsRequest._encoders = {0: _e_ListOffsetsRequest_0, 1: _e_ListOffsetsRequest_1, 2: _e_ListOffsetsRequest_2, 3: _e_ListOffsetsRequest_3, 4: _e_ListOffsetsRequest_4, 5: _e_ListOffsetsRequest_5, 6: _e_ListOffsetsRequest_6, 7: _e_ListOffsetsRequest_7, 8: _e_ListOffsetsRequest_8, 9: _e_ListOffsetsRequest_9, 10: _e_ListOffsetsRequest_10, 11: _e_ListOffsetsRequest_11}
+ListOffsetsRequest.ListOffsetsPartition = ListOffsetsPartition
+ListOffsetsRequest.ListOffsetsTopic = ListOffsetsTopic
 
 install_plans(globals(), (
     ('_d_ListOffsetsPartition_0', 'ListOffsetsPartition', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),

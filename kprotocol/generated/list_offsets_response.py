@@ -1038,6 +1038,8 @@ ListOffsetsResponse._spec = (
 )
 ListOffsetsResponse._decoders = {0: _d_ListOffsetsResponse_0, 1: _d_ListOffsetsResponse_1, 2: _d_ListOffsetsResponse_2, 3: _d_ListOffsetsResponse_2, 4: _d_ListOffsetsResponse_3, 5: _d_ListOffsetsResponse_3, 6: _d_ListOffsetsResponse_4, 7: _d_ListOffsetsResponse_4, 8: _d_ListOffsetsResponse_4, 9: _d_ListOffsetsResponse_4, 10: _d_ListOffsetsResponse_4, 11: _d_ListOffsetsResponse_4}
 ListOffsetsResponse._encoders = {0: _e_ListOffsetsResponse_0, 1: _e_ListOffsetsResponse_1, 2: _e_ListOffsetsResponse_2, 3: _e_ListOffsetsResponse_3, 4: _e_ListOffsetsResponse_4, 5: _e_ListOffsetsResponse_5, 6: _e_ListOffsetsResponse_6, 7: _e_ListOffsetsResponse_7, 8: _e_ListOffsetsResponse_8, 9: _e_ListOffsetsResponse_9, 10: _e_ListOffsetsResponse_10, 11: _e_ListOffsetsResponse_11}
+ListOffsetsResponse.ListOffsetsPartitionResponse = ListOffsetsPartitionResponse
+ListOffsetsResponse.ListOffsetsTopicResponse = ListOffsetsTopicResponse
 
 install_plans(globals(), (
     ('_d_ListOffsetsPartitionResponse_0', 'ListOffsetsPartitionResponse', 7, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (3, 2, 4, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, -1), (5, 6, 0, 0, 0, -1, None, ()), )),

@@ -185,6 +185,7 @@ ListPartitionReassignmentsRequest._spec = (
 )
 ListPartitionReassignmentsRequest._decoders = {0: _d_ListPartitionReassignmentsRequest_0}
 ListPartitionReassignmentsRequest._encoders = {0: _e_ListPartitionReassignmentsRequest_0}
+ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics = ListPartitionReassignmentsTopics
 
 install_plans(globals(), (
     ('_d_ListPartitionReassignmentsTopics_0', 'ListPartitionReassignmentsTopics', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

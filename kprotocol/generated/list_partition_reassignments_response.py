@@ -316,6 +316,8 @@ ListPartitionReassignmentsResponse._spec = (
 )
 ListPartitionReassignmentsResponse._decoders = {0: _d_ListPartitionReassignmentsResponse_0}
 ListPartitionReassignmentsResponse._encoders = {0: _e_ListPartitionReassignmentsResponse_0}
+ListPartitionReassignmentsResponse.OngoingPartitionReassignment = OngoingPartitionReassignment
+ListPartitionReassignmentsResponse.OngoingTopicReassignment = OngoingTopicReassignment
 
 install_plans(globals(), (
     ('_d_OngoingPartitionReassignment_0', 'OngoingPartitionReassignment', 5, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (3, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

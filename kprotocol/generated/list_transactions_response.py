@@ -214,6 +214,7 @@ ListTransactionsResponse._spec = (
 )
 ListTransactionsResponse._decoders = {0: _d_ListTransactionsResponse_0, 1: _d_ListTransactionsResponse_0, 2: _d_ListTransactionsResponse_0}
 ListTransactionsResponse._encoders = {0: _e_ListTransactionsResponse_0, 1: _e_ListTransactionsResponse_0, 2: _e_ListTransactionsResponse_0}
+ListTransactionsResponse.TransactionState = TransactionState
 
 install_plans(globals(), (
     ('_d_TransactionState_0', 'TransactionState', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -713,6 +713,7 @@ MetadataRequest._spec = (
 )
 MetadataRequest._decoders = {0: _d_MetadataRequest_0, 1: _d_MetadataRequest_1, 2: _d_MetadataRequest_1, 3: _d_MetadataRequest_1, 4: _d_MetadataRequest_2, 5: _d_MetadataRequest_2, 6: _d_MetadataRequest_2, 7: _d_MetadataRequest_2, 8: _d_MetadataRequest_3, 9: _d_MetadataRequest_4, 10: _d_MetadataRequest_5, 11: _d_MetadataRequest_6, 12: _d_MetadataRequest_6, 13: _d_MetadataRequest_6}
 MetadataRequest._encoders = {0: _e_MetadataRequest_0, 1: _e_MetadataRequest_1, 2: _e_MetadataRequest_2, 3: _e_MetadataRequest_3, 4: _e_MetadataRequest_4, 5: _e_MetadataRequest_5, 6: _e_MetadataRequest_6, 7: _e_MetadataRequest_7, 8: _e_MetadataRequest_8, 9: _e_MetadataRequest_9, 10: _e_MetadataRequest_10, 11: _e_MetadataRequest_11, 12: _e_MetadataRequest_12, 13: _e_MetadataRequest_13}
+MetadataRequest.MetadataRequestTopic = MetadataRequestTopic
 
 install_plans(globals(), (
     ('_d_MetadataRequestTopic_0', 'MetadataRequestTopic', 3, ((1, 1, 9, 0, 0, -1, None, None), (5, 0, 0, 0, 0, -1, None, ZERO_UUID), (5, 2, 0, 0, 0, -1, None, ()), )),

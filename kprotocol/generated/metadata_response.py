@@ -2125,6 +2125,9 @@ MetadataResponse._spec = (
 )
 MetadataResponse._decoders = {0: _d_MetadataResponse_0, 1: _d_MetadataResponse_1, 2: _d_MetadataResponse_2, 3: _d_MetadataResponse_3, 4: _d_MetadataResponse_3, 5: _d_MetadataResponse_4, 6: _d_MetadataResponse_4, 7: _d_MetadataResponse_5, 8: _d_MetadataResponse_6, 9: _d_MetadataResponse_7, 10: _d_MetadataResponse_8, 11: _d_MetadataResponse_9, 12: _d_MetadataResponse_10, 13: _d_MetadataResponse_11}
 MetadataResponse._encoders = {0: _e_MetadataResponse_0, 1: _e_MetadataResponse_1, 2: _e_MetadataResponse_2, 3: _e_MetadataResponse_3, 4: _e_MetadataResponse_4, 5: _e_MetadataResponse_5, 6: _e_MetadataResponse_6, 7: _e_MetadataResponse_7, 8: _e_MetadataResponse_8, 9: _e_MetadataResponse_9, 10: _e_MetadataResponse_10, 11: _e_MetadataResponse_11, 12: _e_MetadataResponse_12, 13: _e_MetadataResponse_13}
+MetadataResponse.MetadataResponseBroker = MetadataResponseBroker
+MetadataResponse.MetadataResponsePartition = MetadataResponsePartition
+MetadataResponse.MetadataResponseTopic = MetadataResponseTopic
 
 install_plans(globals(), (
     ('_d_MetadataResponseBroker_0', 'MetadataResponseBroker', 5, ((0, 0, 3, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), )),

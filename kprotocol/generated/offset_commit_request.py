@@ -1252,6 +1252,8 @@ OffsetCommitRequest._spec = (
 )
 OffsetCommitRequest._decoders = {0: _d_OffsetCommitRequest_0, 1: _d_OffsetCommitRequest_1, 2: _d_OffsetCommitRequest_2, 3: _d_OffsetCommitRequest_2, 4: _d_OffsetCommitRequest_2, 5: _d_OffsetCommitRequest_3, 6: _d_OffsetCommitRequest_4, 7: _d_OffsetCommitRequest_5, 8: _d_OffsetCommitRequest_6, 9: _d_OffsetCommitRequest_6, 10: _d_OffsetCommitRequest_7}
 OffsetCommitRequest._encoders = {0: _e_OffsetCommitRequest_0, 1: _e_OffsetCommitRequest_1, 2: _e_OffsetCommitRequest_2, 3: _e_OffsetCommitRequest_3, 4: _e_OffsetCommitRequest_4, 5: _e_OffsetCommitRequest_5, 6: _e_OffsetCommitRequest_6, 7: _e_OffsetCommitRequest_7, 8: _e_OffsetCommitRequest_8, 9: _e_OffsetCommitRequest_9, 10: _e_OffsetCommitRequest_10}
+OffsetCommitRequest.OffsetCommitRequestPartition = OffsetCommitRequestPartition
+OffsetCommitRequest.OffsetCommitRequestTopic = OffsetCommitRequestTopic
 
 install_plans(globals(), (
     ('_d_OffsetCommitRequestPartition_0', 'OffsetCommitRequestPartition', 6, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (1, 4, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),

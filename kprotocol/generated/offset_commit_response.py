@@ -522,6 +522,8 @@ OffsetCommitResponse._spec = (
 )
 OffsetCommitResponse._decoders = {0: _d_OffsetCommitResponse_0, 1: _d_OffsetCommitResponse_0, 2: _d_OffsetCommitResponse_0, 3: _d_OffsetCommitResponse_1, 4: _d_OffsetCommitResponse_1, 5: _d_OffsetCommitResponse_1, 6: _d_OffsetCommitResponse_1, 7: _d_OffsetCommitResponse_1, 8: _d_OffsetCommitResponse_2, 9: _d_OffsetCommitResponse_2, 10: _d_OffsetCommitResponse_3}
 OffsetCommitResponse._encoders = {0: _e_OffsetCommitResponse_0, 1: _e_OffsetCommitResponse_0, 2: _e_OffsetCommitResponse_0, 3: _e_OffsetCommitResponse_1, 4: _e_OffsetCommitResponse_1, 5: _e_OffsetCommitResponse_1, 6: _e_OffsetCommitResponse_1, 7: _e_OffsetCommitResponse_1, 8: _e_OffsetCommitResponse_2, 9: _e_OffsetCommitResponse_2, 10: _e_OffsetCommitResponse_3}
+OffsetCommitResponse.OffsetCommitResponsePartition = OffsetCommitResponsePartition
+OffsetCommitResponse.OffsetCommitResponseTopic = OffsetCommitResponseTopic
 
 install_plans(globals(), (
     ('_d_OffsetCommitResponsePartition_0', 'OffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

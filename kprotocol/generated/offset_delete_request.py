@@ -197,6 +197,8 @@ OffsetDeleteRequest._spec = (
 )
 OffsetDeleteRequest._decoders = {0: _d_OffsetDeleteRequest_0}
 OffsetDeleteRequest._encoders = {0: _e_OffsetDeleteRequest_0}
+OffsetDeleteRequest.OffsetDeleteRequestPartition = OffsetDeleteRequestPartition
+OffsetDeleteRequest.OffsetDeleteRequestTopic = OffsetDeleteRequestTopic
 
 install_plans(globals(), (
     ('_d_OffsetDeleteRequestPartition_0', 'OffsetDeleteRequestPartition', 2, ((0, 0, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),

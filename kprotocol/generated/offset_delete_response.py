@@ -204,6 +204,8 @@ OffsetDeleteResponse._spec = (
 )
 OffsetDeleteResponse._decoders = {0: _d_OffsetDeleteResponse_0}
 OffsetDeleteResponse._encoders = {0: _e_OffsetDeleteResponse_0}
+OffsetDeleteResponse.OffsetDeleteResponsePartition = OffsetDeleteResponsePartition
+OffsetDeleteResponse.OffsetDeleteResponseTopic = OffsetDeleteResponseTopic
 
 install_plans(globals(), (
     ('_d_OffsetDeleteResponsePartition_0', 'OffsetDeleteResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

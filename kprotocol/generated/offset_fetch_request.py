@@ -1388,6 +1388,9 @@ OffsetFetchRequest._spec = (
 )
 OffsetFetchRequest._decoders = {0: _d_OffsetFetchRequest_0, 1: _d_OffsetFetchRequest_0, 2: _d_OffsetFetchRequest_1, 3: _d_OffsetFetchRequest_1, 4: _d_OffsetFetchRequest_1, 5: _d_OffsetFetchRequest_1, 6: _d_OffsetFetchRequest_2, 7: _d_OffsetFetchRequest_3, 8: _d_OffsetFetchRequest_4, 9: _d_OffsetFetchRequest_5, 10: _d_OffsetFetchRequest_6}
 OffsetFetchRequest._encoders = {0: _e_OffsetFetchRequest_0, 1: _e_OffsetFetchRequest_1, 2: _e_OffsetFetchRequest_2, 3: _e_OffsetFetchRequest_3, 4: _e_OffsetFetchRequest_4, 5: _e_OffsetFetchRequest_5, 6: _e_OffsetFetchRequest_6, 7: _e_OffsetFetchRequest_7, 8: _e_OffsetFetchRequest_8, 9: _e_OffsetFetchRequest_9, 10: _e_OffsetFetchRequest_10}
+OffsetFetchRequest.OffsetFetchRequestTopic = OffsetFetchRequestTopic
+OffsetFetchRequest.OffsetFetchRequestTopics = OffsetFetchRequestTopics
+OffsetFetchRequest.OffsetFetchRequestGroup = OffsetFetchRequestGroup
 
 install_plans(globals(), (
     ('_d_OffsetFetchRequestTopic_0', 'OffsetFetchRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -1861,6 +1861,11 @@ OffsetFetchResponse._spec = (
 )
 OffsetFetchResponse._decoders = {0: _d_OffsetFetchResponse_0, 1: _d_OffsetFetchResponse_0, 2: _d_OffsetFetchResponse_1, 3: _d_OffsetFetchResponse_2, 4: _d_OffsetFetchResponse_2, 5: _d_OffsetFetchResponse_3, 6: _d_OffsetFetchResponse_4, 7: _d_OffsetFetchResponse_4, 8: _d_OffsetFetchResponse_5, 9: _d_OffsetFetchResponse_5, 10: _d_OffsetFetchResponse_6}
 OffsetFetchResponse._encoders = {0: _e_OffsetFetchResponse_0, 1: _e_OffsetFetchResponse_1, 2: _e_OffsetFetchResponse_2, 3: _e_OffsetFetchResponse_3, 4: _e_OffsetFetchResponse_4, 5: _e_OffsetFetchResponse_5, 6: _e_OffsetFetchResponse_6, 7: _e_OffsetFetchResponse_7, 8: _e_OffsetFetchResponse_8, 9: _e_OffsetFetchResponse_9, 10: _e_OffsetFetchResponse_10}
+OffsetFetchResponse.OffsetFetchResponsePartition = OffsetFetchResponsePartition
+OffsetFetchResponse.OffsetFetchResponseTopic = OffsetFetchResponseTopic
+OffsetFetchResponse.OffsetFetchResponsePartitions = OffsetFetchResponsePartitions
+OffsetFetchResponse.OffsetFetchResponseTopics = OffsetFetchResponseTopics
+OffsetFetchResponse.OffsetFetchResponseGroup = OffsetFetchResponseGroup
 
 install_plans(globals(), (
     ('_d_OffsetFetchResponsePartition_0', 'OffsetFetchResponsePartition', 6, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (0, 4, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),

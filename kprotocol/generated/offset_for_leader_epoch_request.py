@@ -494,6 +494,8 @@ OffsetForLeaderEpochRequest._spec = (
 )
 OffsetForLeaderEpochRequest._decoders = {0: _d_OffsetForLeaderEpochRequest_0, 1: _d_OffsetForLeaderEpochRequest_0, 2: _d_OffsetForLeaderEpochRequest_1, 3: _d_OffsetForLeaderEpochRequest_2, 4: _d_OffsetForLeaderEpochRequest_3}
 OffsetForLeaderEpochRequest._encoders = {0: _e_OffsetForLeaderEpochRequest_0, 1: _e_OffsetForLeaderEpochRequest_0, 2: _e_OffsetForLeaderEpochRequest_1, 3: _e_OffsetForLeaderEpochRequest_2, 4: _e_OffsetForLeaderEpochRequest_3}
+OffsetForLeaderEpochRequest.OffsetForLeaderPartition = OffsetForLeaderPartition
+OffsetForLeaderEpochRequest.OffsetForLeaderTopic = OffsetForLeaderTopic
 
 install_plans(globals(), (
     ('_d_OffsetForLeaderPartition_0', 'OffsetForLeaderPartition', 4, ((0, 0, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -497,6 +497,8 @@ OffsetForLeaderEpochResponse._spec = (
 )
 OffsetForLeaderEpochResponse._decoders = {0: _d_OffsetForLeaderEpochResponse_0, 1: _d_OffsetForLeaderEpochResponse_1, 2: _d_OffsetForLeaderEpochResponse_2, 3: _d_OffsetForLeaderEpochResponse_2, 4: _d_OffsetForLeaderEpochResponse_3}
 OffsetForLeaderEpochResponse._encoders = {0: _e_OffsetForLeaderEpochResponse_0, 1: _e_OffsetForLeaderEpochResponse_1, 2: _e_OffsetForLeaderEpochResponse_2, 3: _e_OffsetForLeaderEpochResponse_2, 4: _e_OffsetForLeaderEpochResponse_3}
+OffsetForLeaderEpochResponse.EpochEndOffset = EpochEndOffset
+OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult = OffsetForLeaderTopicResult
 
 install_plans(globals(), (
     ('_d_EpochEndOffset_0', 'EpochEndOffset', 5, ((0, 0, 2, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -594,6 +594,8 @@ ProduceRequest._spec = (
 )
 ProduceRequest._decoders = {0: _d_ProduceRequest_0, 1: _d_ProduceRequest_0, 2: _d_ProduceRequest_0, 3: _d_ProduceRequest_1, 4: _d_ProduceRequest_1, 5: _d_ProduceRequest_1, 6: _d_ProduceRequest_1, 7: _d_ProduceRequest_1, 8: _d_ProduceRequest_1, 9: _d_ProduceRequest_2, 10: _d_ProduceRequest_2, 11: _d_ProduceRequest_2, 12: _d_ProduceRequest_2, 13: _d_ProduceRequest_3}
 ProduceRequest._encoders = {0: _e_ProduceRequest_0, 1: _e_ProduceRequest_1, 2: _e_ProduceRequest_2, 3: _e_ProduceRequest_3, 4: _e_ProduceRequest_3, 5: _e_ProduceRequest_3, 6: _e_ProduceRequest_3, 7: _e_ProduceRequest_3, 8: _e_ProduceRequest_3, 9: _e_ProduceRequest_4, 10: _e_ProduceRequest_4, 11: _e_ProduceRequest_4, 12: _e_ProduceRequest_4, 13: _e_ProduceRequest_5}
+ProduceRequest.PartitionProduceData = PartitionProduceData
+ProduceRequest.TopicProduceData = TopicProduceData
 
 install_plans(globals(), (
     ('_d_PartitionProduceData_0', 'PartitionProduceData', 3, ((0, 0, 3, 0, 0, -1, None, None), (2, 1, 10, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -2146,6 +2146,11 @@ ProduceResponse._spec = (
 )
 ProduceResponse._decoders = {0: _d_ProduceResponse_0, 1: _d_ProduceResponse_1, 2: _d_ProduceResponse_2, 3: _d_ProduceResponse_2, 4: _d_ProduceResponse_2, 5: _d_ProduceResponse_3, 6: _d_ProduceResponse_3, 7: _d_ProduceResponse_3, 8: _d_ProduceResponse_4, 9: _d_ProduceResponse_5, 10: _d_ProduceResponse_6, 11: _d_ProduceResponse_6, 12: _d_ProduceResponse_6, 13: _d_ProduceResponse_7}
 ProduceResponse._encoders = {0: _e_ProduceResponse_0, 1: _e_ProduceResponse_1, 2: _e_ProduceResponse_2, 3: _e_ProduceResponse_3, 4: _e_ProduceResponse_4, 5: _e_ProduceResponse_5, 6: _e_ProduceResponse_6, 7: _e_ProduceResponse_7, 8: _e_ProduceResponse_8, 9: _e_ProduceResponse_9, 10: _e_ProduceResponse_10, 11: _e_ProduceResponse_10, 12: _e_ProduceResponse_10, 13: _e_ProduceResponse_11}
+ProduceResponse.BatchIndexAndErrorMessage = BatchIndexAndErrorMessage
+ProduceResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
+ProduceResponse.PartitionProduceResponse = PartitionProduceResponse
+ProduceResponse.TopicProduceResponse = TopicProduceResponse
+ProduceResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_BatchIndexAndErrorMessage_0', 'BatchIndexAndErrorMessage', 3, ((5, 0, 0, 0, 0, -1, None, 0), (5, 1, 0, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

@@ -265,6 +265,8 @@ ReadShareGroupStateRequest._spec = (
 )
 ReadShareGroupStateRequest._decoders = {0: _d_ReadShareGroupStateRequest_0}
 ReadShareGroupStateRequest._encoders = {0: _e_ReadShareGroupStateRequest_0}
+ReadShareGroupStateRequest.PartitionData = PartitionData
+ReadShareGroupStateRequest.ReadStateData = ReadStateData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -376,6 +376,9 @@ ReadShareGroupStateResponse._spec = (
 )
 ReadShareGroupStateResponse._decoders = {0: _d_ReadShareGroupStateResponse_0}
 ReadShareGroupStateResponse._encoders = {0: _e_ReadShareGroupStateResponse_0}
+ReadShareGroupStateResponse.StateBatch = StateBatch
+ReadShareGroupStateResponse.PartitionResult = PartitionResult
+ReadShareGroupStateResponse.ReadStateResult = ReadStateResult
 
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -265,6 +265,8 @@ ReadShareGroupStateSummaryRequest._spec = (
 )
 ReadShareGroupStateSummaryRequest._decoders = {0: _d_ReadShareGroupStateSummaryRequest_0, 1: _d_ReadShareGroupStateSummaryRequest_0}
 ReadShareGroupStateSummaryRequest._encoders = {0: _e_ReadShareGroupStateSummaryRequest_0, 1: _e_ReadShareGroupStateSummaryRequest_0}
+ReadShareGroupStateSummaryRequest.PartitionData = PartitionData
+ReadShareGroupStateSummaryRequest.ReadStateSummaryData = ReadStateSummaryData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -452,6 +452,8 @@ ReadShareGroupStateSummaryResponse._spec = (
 )
 ReadShareGroupStateSummaryResponse._decoders = {0: _d_ReadShareGroupStateSummaryResponse_0, 1: _d_ReadShareGroupStateSummaryResponse_1}
 ReadShareGroupStateSummaryResponse._encoders = {0: _e_ReadShareGroupStateSummaryResponse_0, 1: _e_ReadShareGroupStateSummaryResponse_1}
+ReadShareGroupStateSummaryResponse.PartitionResult = PartitionResult
+ReadShareGroupStateSummaryResponse.ReadStateSummaryResult = ReadStateSummaryResult
 
 install_plans(globals(), (
     ('_d_PartitionResult_0', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (5, 6, 0, 0, 0, -1, None, -1), (6, 7, 0, 0, 0, -1, None, None), )),

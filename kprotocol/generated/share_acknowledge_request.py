@@ -488,6 +488,9 @@ ShareAcknowledgeRequest._spec = (
 )
 ShareAcknowledgeRequest._decoders = {0: _d_ShareAcknowledgeRequest_0, 1: _d_ShareAcknowledgeRequest_0, 2: _d_ShareAcknowledgeRequest_1}
 ShareAcknowledgeRequest._encoders = {0: _e_ShareAcknowledgeRequest_0, 1: _e_ShareAcknowledgeRequest_1, 2: _e_ShareAcknowledgeRequest_2}
+ShareAcknowledgeRequest.AcknowledgementBatch = AcknowledgementBatch
+ShareAcknowledgeRequest.AcknowledgePartition = AcknowledgePartition
+ShareAcknowledgeRequest.AcknowledgeTopic = AcknowledgeTopic
 
 install_plans(globals(), (
     ('_d_AcknowledgementBatch_0', 'AcknowledgementBatch', 4, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -601,6 +601,10 @@ ShareAcknowledgeResponse._spec = (
 )
 ShareAcknowledgeResponse._decoders = {0: _d_ShareAcknowledgeResponse_0, 1: _d_ShareAcknowledgeResponse_0, 2: _d_ShareAcknowledgeResponse_1}
 ShareAcknowledgeResponse._encoders = {0: _e_ShareAcknowledgeResponse_0, 1: _e_ShareAcknowledgeResponse_1, 2: _e_ShareAcknowledgeResponse_2}
+ShareAcknowledgeResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
+ShareAcknowledgeResponse.PartitionData = PartitionData
+ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse
+ShareAcknowledgeResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -883,6 +883,10 @@ ShareFetchRequest._spec = (
 )
 ShareFetchRequest._decoders = {0: _d_ShareFetchRequest_0, 1: _d_ShareFetchRequest_1, 2: _d_ShareFetchRequest_2}
 ShareFetchRequest._encoders = {0: _e_ShareFetchRequest_0, 1: _e_ShareFetchRequest_1, 2: _e_ShareFetchRequest_2}
+ShareFetchRequest.AcknowledgementBatch = AcknowledgementBatch
+ShareFetchRequest.FetchPartition = FetchPartition
+ShareFetchRequest.FetchTopic = FetchTopic
+ShareFetchRequest.ForgottenTopic = ForgottenTopic
 
 install_plans(globals(), (
     ('_d_AcknowledgementBatch_0', 'AcknowledgementBatch', 4, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 2, 1, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -834,6 +834,11 @@ ShareFetchResponse._spec = (
 )
 ShareFetchResponse._decoders = {0: _d_ShareFetchResponse_0, 1: _d_ShareFetchResponse_1, 2: _d_ShareFetchResponse_1}
 ShareFetchResponse._encoders = {0: _e_ShareFetchResponse_0, 1: _e_ShareFetchResponse_1, 2: _e_ShareFetchResponse_1}
+ShareFetchResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
+ShareFetchResponse.AcquiredRecords = AcquiredRecords
+ShareFetchResponse.PartitionData = PartitionData
+ShareFetchResponse.ShareFetchableTopicResponse = ShareFetchableTopicResponse
+ShareFetchResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_LeaderIdAndEpoch_0', 'LeaderIdAndEpoch', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

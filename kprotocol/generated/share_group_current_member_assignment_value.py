@@ -193,6 +193,7 @@ ShareGroupCurrentMemberAssignmentValue._spec = (
 )
 ShareGroupCurrentMemberAssignmentValue._decoders = {0: _d_ShareGroupCurrentMemberAssignmentValue_0}
 ShareGroupCurrentMemberAssignmentValue._encoders = {0: _e_ShareGroupCurrentMemberAssignmentValue_0}
+ShareGroupCurrentMemberAssignmentValue.TopicPartitions = TopicPartitions
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -552,6 +552,10 @@ ShareGroupDescribeResponse._spec = (
 )
 ShareGroupDescribeResponse._decoders = {0: _d_ShareGroupDescribeResponse_0, 1: _d_ShareGroupDescribeResponse_0}
 ShareGroupDescribeResponse._encoders = {0: _e_ShareGroupDescribeResponse_0, 1: _e_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse.TopicPartitions = TopicPartitions
+ShareGroupDescribeResponse.Assignment = Assignment
+ShareGroupDescribeResponse.Member = Member
+ShareGroupDescribeResponse.DescribedGroup = DescribedGroup
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

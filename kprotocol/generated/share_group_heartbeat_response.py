@@ -293,6 +293,8 @@ ShareGroupHeartbeatResponse._spec = (
 )
 ShareGroupHeartbeatResponse._decoders = {0: _d_ShareGroupHeartbeatResponse_0, 1: _d_ShareGroupHeartbeatResponse_0}
 ShareGroupHeartbeatResponse._encoders = {0: _e_ShareGroupHeartbeatResponse_0, 1: _e_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse.TopicPartitions = TopicPartitions
+ShareGroupHeartbeatResponse.Assignment = Assignment
 
 install_plans(globals(), (
     ('_d_TopicPartitions_0', 'TopicPartitions', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -318,6 +318,8 @@ ShareGroupStatePartitionMetadataValue._spec = (
 )
 ShareGroupStatePartitionMetadataValue._decoders = {0: _d_ShareGroupStatePartitionMetadataValue_0}
 ShareGroupStatePartitionMetadataValue._encoders = {0: _e_ShareGroupStatePartitionMetadataValue_0}
+ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo = TopicPartitionsInfo
+ShareGroupStatePartitionMetadataValue.TopicInfo = TopicInfo
 
 install_plans(globals(), (
     ('_d_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

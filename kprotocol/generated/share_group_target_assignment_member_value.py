@@ -177,6 +177,7 @@ ShareGroupTargetAssignmentMemberValue._spec = (
 )
 ShareGroupTargetAssignmentMemberValue._decoders = {0: _d_ShareGroupTargetAssignmentMemberValue_0}
 ShareGroupTargetAssignmentMemberValue._encoders = {0: _e_ShareGroupTargetAssignmentMemberValue_0}
+ShareGroupTargetAssignmentMemberValue.TopicPartition = TopicPartition
 
 install_plans(globals(), (
     ('_d_TopicPartition_0', 'TopicPartition', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -189,6 +189,7 @@ ShareSnapshotValue._spec = (
 )
 ShareSnapshotValue._decoders = {0: _d_ShareSnapshotValue_0}
 ShareSnapshotValue._encoders = {0: _e_ShareSnapshotValue_0}
+ShareSnapshotValue.StateBatch = StateBatch
 
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -186,6 +186,7 @@ ShareUpdateValue._spec = (
 )
 ShareUpdateValue._decoders = {0: _d_ShareUpdateValue_0}
 ShareUpdateValue._encoders = {0: _e_ShareUpdateValue_0}
+ShareUpdateValue.StateBatch = StateBatch
 
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

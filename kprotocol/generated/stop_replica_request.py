@@ -1024,6 +1024,10 @@ StopReplicaRequest._spec = (
 )
 StopReplicaRequest._decoders = {0: _d_StopReplicaRequest_0, 1: _d_StopReplicaRequest_1, 2: _d_StopReplicaRequest_2, 3: _d_StopReplicaRequest_3, 4: _d_StopReplicaRequest_4}
 StopReplicaRequest._encoders = {0: _e_StopReplicaRequest_0, 1: _e_StopReplicaRequest_1, 2: _e_StopReplicaRequest_2, 3: _e_StopReplicaRequest_3, 4: _e_StopReplicaRequest_4}
+StopReplicaRequest.StopReplicaPartitionV0 = StopReplicaPartitionV0
+StopReplicaRequest.StopReplicaTopicV1 = StopReplicaTopicV1
+StopReplicaRequest.StopReplicaPartitionState = StopReplicaPartitionState
+StopReplicaRequest.StopReplicaTopicState = StopReplicaTopicState
 
 install_plans(globals(), (
     ('_d_StopReplicaPartitionV0_0', 'StopReplicaPartitionV0', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

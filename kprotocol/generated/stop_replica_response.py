@@ -247,6 +247,7 @@ StopReplicaResponse._spec = (
 )
 StopReplicaResponse._decoders = {0: _d_StopReplicaResponse_0, 1: _d_StopReplicaResponse_0, 2: _d_StopReplicaResponse_1, 3: _d_StopReplicaResponse_1, 4: _d_StopReplicaResponse_1}
 StopReplicaResponse._encoders = {0: _e_StopReplicaResponse_0, 1: _e_StopReplicaResponse_0, 2: _e_StopReplicaResponse_1, 3: _e_StopReplicaResponse_1, 4: _e_StopReplicaResponse_1}
+StopReplicaResponse.StopReplicaPartitionError = StopReplicaPartitionError
 
 install_plans(globals(), (
     ('_d_StopReplicaPartitionError_0', 'StopReplicaPartitionError', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 2, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -306,6 +306,7 @@ StreamsGroupCurrentMemberAssignmentValue._spec = (
 )
 StreamsGroupCurrentMemberAssignmentValue._decoders = {0: _d_StreamsGroupCurrentMemberAssignmentValue_0}
 StreamsGroupCurrentMemberAssignmentValue._encoders = {0: _e_StreamsGroupCurrentMemberAssignmentValue_0}
+StreamsGroupCurrentMemberAssignmentValue.TaskIds = TaskIds
 
 install_plans(globals(), (
     ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

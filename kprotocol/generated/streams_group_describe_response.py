@@ -1285,6 +1285,16 @@ StreamsGroupDescribeResponse._spec = (
 )
 StreamsGroupDescribeResponse._decoders = {0: _d_StreamsGroupDescribeResponse_0}
 StreamsGroupDescribeResponse._encoders = {0: _e_StreamsGroupDescribeResponse_0}
+StreamsGroupDescribeResponse.KeyValue = KeyValue
+StreamsGroupDescribeResponse.TopicInfo = TopicInfo
+StreamsGroupDescribeResponse.Subtopology = Subtopology
+StreamsGroupDescribeResponse.Topology = Topology
+StreamsGroupDescribeResponse.Endpoint = Endpoint
+StreamsGroupDescribeResponse.TaskOffset = TaskOffset
+StreamsGroupDescribeResponse.TaskIds = TaskIds
+StreamsGroupDescribeResponse.Assignment = Assignment
+StreamsGroupDescribeResponse.Member = Member
+StreamsGroupDescribeResponse.DescribedGroup = DescribedGroup
 
 install_plans(globals(), (
     ('_d_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -1129,6 +1129,14 @@ StreamsGroupHeartbeatRequest._spec = (
 )
 StreamsGroupHeartbeatRequest._decoders = {0: _d_StreamsGroupHeartbeatRequest_0}
 StreamsGroupHeartbeatRequest._encoders = {0: _e_StreamsGroupHeartbeatRequest_0}
+StreamsGroupHeartbeatRequest.KeyValue = KeyValue
+StreamsGroupHeartbeatRequest.TopicInfo = TopicInfo
+StreamsGroupHeartbeatRequest.CopartitionGroup = CopartitionGroup
+StreamsGroupHeartbeatRequest.Subtopology = Subtopology
+StreamsGroupHeartbeatRequest.Topology = Topology
+StreamsGroupHeartbeatRequest.TaskIds = TaskIds
+StreamsGroupHeartbeatRequest.Endpoint = Endpoint
+StreamsGroupHeartbeatRequest.TaskOffset = TaskOffset
 
 install_plans(globals(), (
     ('_d_KeyValue_0', 'KeyValue', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

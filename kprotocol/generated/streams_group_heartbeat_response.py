@@ -672,6 +672,11 @@ StreamsGroupHeartbeatResponse._spec = (
 )
 StreamsGroupHeartbeatResponse._decoders = {0: _d_StreamsGroupHeartbeatResponse_0}
 StreamsGroupHeartbeatResponse._encoders = {0: _e_StreamsGroupHeartbeatResponse_0}
+StreamsGroupHeartbeatResponse.Status = Status
+StreamsGroupHeartbeatResponse.TaskIds = TaskIds
+StreamsGroupHeartbeatResponse.Endpoint = Endpoint
+StreamsGroupHeartbeatResponse.TopicPartition = TopicPartition
+StreamsGroupHeartbeatResponse.EndpointToPartitions = EndpointToPartitions
 
 install_plans(globals(), (
     ('_d_Status_0', 'Status', 3, ((0, 0, 1, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

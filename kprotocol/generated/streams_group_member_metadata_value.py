@@ -318,6 +318,8 @@ StreamsGroupMemberMetadataValue._spec = (
 )
 StreamsGroupMemberMetadataValue._decoders = {0: _d_StreamsGroupMemberMetadataValue_0}
 StreamsGroupMemberMetadataValue._encoders = {0: _e_StreamsGroupMemberMetadataValue_0}
+StreamsGroupMemberMetadataValue.Endpoint = Endpoint
+StreamsGroupMemberMetadataValue.KeyValue = KeyValue
 
 install_plans(globals(), (
     ('_d_Endpoint_0', 'Endpoint', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 5, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

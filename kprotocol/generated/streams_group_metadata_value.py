@@ -203,6 +203,7 @@ StreamsGroupMetadataValue._spec = (
 )
 StreamsGroupMetadataValue._decoders = {0: _d_StreamsGroupMetadataValue_0}
 StreamsGroupMetadataValue._encoders = {0: _e_StreamsGroupMetadataValue_0}
+StreamsGroupMetadataValue.AssignmentConfig = AssignmentConfig
 
 install_plans(globals(), (
     ('_d_AssignmentConfig_0', 'AssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

@@ -222,6 +222,7 @@ StreamsGroupTargetAssignmentMemberValue._spec = (
 )
 StreamsGroupTargetAssignmentMemberValue._decoders = {0: _d_StreamsGroupTargetAssignmentMemberValue_0}
 StreamsGroupTargetAssignmentMemberValue._encoders = {0: _e_StreamsGroupTargetAssignmentMemberValue_0}
+StreamsGroupTargetAssignmentMemberValue.TaskIds = TaskIds
 
 install_plans(globals(), (
     ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

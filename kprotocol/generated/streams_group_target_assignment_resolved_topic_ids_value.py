@@ -194,6 +194,7 @@ StreamsGroupTargetAssignmentResolvedTopicIdsValue._spec = (
 )
 StreamsGroupTargetAssignmentResolvedTopicIdsValue._decoders = {0: _d_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0}
 StreamsGroupTargetAssignmentResolvedTopicIdsValue._encoders = {0: _e_StreamsGroupTargetAssignmentResolvedTopicIdsValue_0}
+StreamsGroupTargetAssignmentResolvedTopicIdsValue.ResolvedTopicIds = ResolvedTopicIds
 
 install_plans(globals(), (
     ('_d_ResolvedTopicIds_0', 'ResolvedTopicIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 8, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

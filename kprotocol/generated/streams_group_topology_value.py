@@ -587,6 +587,10 @@ StreamsGroupTopologyValue._spec = (
 )
 StreamsGroupTopologyValue._decoders = {0: _d_StreamsGroupTopologyValue_0}
 StreamsGroupTopologyValue._encoders = {0: _e_StreamsGroupTopologyValue_0}
+StreamsGroupTopologyValue.TopicConfig = TopicConfig
+StreamsGroupTopologyValue.TopicInfo = TopicInfo
+StreamsGroupTopologyValue.CopartitionGroup = CopartitionGroup
+StreamsGroupTopologyValue.Subtopology = Subtopology
 
 install_plans(globals(), (
     ('_d_TopicConfig_0', 'TopicConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),

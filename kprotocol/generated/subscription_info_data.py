@@ -1493,6 +1493,10 @@ SubscriptionInfoData._spec = (
 )
 SubscriptionInfoData._decoders = {1: _d_SubscriptionInfoData_0, 2: _d_SubscriptionInfoData_1, 3: _d_SubscriptionInfoData_2, 4: _d_SubscriptionInfoData_2, 5: _d_SubscriptionInfoData_2, 6: _d_SubscriptionInfoData_2, 7: _d_SubscriptionInfoData_3, 8: _d_SubscriptionInfoData_4, 9: _d_SubscriptionInfoData_5, 10: _d_SubscriptionInfoData_6, 11: _d_SubscriptionInfoData_7}
 SubscriptionInfoData._encoders = {1: _e_SubscriptionInfoData_0, 2: _e_SubscriptionInfoData_1, 3: _e_SubscriptionInfoData_2, 4: _e_SubscriptionInfoData_3, 5: _e_SubscriptionInfoData_4, 6: _e_SubscriptionInfoData_5, 7: _e_SubscriptionInfoData_6, 8: _e_SubscriptionInfoData_7, 9: _e_SubscriptionInfoData_8, 10: _e_SubscriptionInfoData_9, 11: _e_SubscriptionInfoData_10}
+SubscriptionInfoData.TaskId = TaskId
+SubscriptionInfoData.PartitionToOffsetSum = PartitionToOffsetSum
+SubscriptionInfoData.TaskOffsetSum = TaskOffsetSum
+SubscriptionInfoData.ClientTag = ClientTag
 
 install_plans(globals(), (
     ('_d_TaskId_0', 'TaskId', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

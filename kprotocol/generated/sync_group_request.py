@@ -475,6 +475,7 @@ SyncGroupRequest._spec = (
 )
 SyncGroupRequest._decoders = {0: _d_SyncGroupRequest_0, 1: _d_SyncGroupRequest_0, 2: _d_SyncGroupRequest_0, 3: _d_SyncGroupRequest_1, 4: _d_SyncGroupRequest_2, 5: _d_SyncGroupRequest_3}
 SyncGroupRequest._encoders = {0: _e_SyncGroupRequest_0, 1: _e_SyncGroupRequest_1, 2: _e_SyncGroupRequest_2, 3: _e_SyncGroupRequest_3, 4: _e_SyncGroupRequest_4, 5: _e_SyncGroupRequest_5}
+SyncGroupRequest.SyncGroupRequestAssignment = SyncGroupRequestAssignment
 
 install_plans(globals(), (
     ('_d_SyncGroupRequestAssignment_0', 'SyncGroupRequestAssignment', 3, ((1, 0, 9, 0, 0, -1, None, None), (2, 1, 10, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

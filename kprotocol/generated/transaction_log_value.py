@@ -349,6 +349,7 @@ TransactionLogValue._spec = (
 )
 TransactionLogValue._decoders = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
 TransactionLogValue._encoders = {0: _e_TransactionLogValue_0, 1: _e_TransactionLogValue_1}
+TransactionLogValue.PartitionsSchema = PartitionsSchema
 
 install_plans(globals(), (
     ('_d_PartitionsSchema_0', 'PartitionsSchema', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

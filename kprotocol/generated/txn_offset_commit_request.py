@@ -593,6 +593,8 @@ TxnOffsetCommitRequest._spec = (
 )
 TxnOffsetCommitRequest._decoders = {0: _d_TxnOffsetCommitRequest_0, 1: _d_TxnOffsetCommitRequest_0, 2: _d_TxnOffsetCommitRequest_1, 3: _d_TxnOffsetCommitRequest_2, 4: _d_TxnOffsetCommitRequest_2, 5: _d_TxnOffsetCommitRequest_2}
 TxnOffsetCommitRequest._encoders = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_1, 2: _e_TxnOffsetCommitRequest_2, 3: _e_TxnOffsetCommitRequest_3, 4: _e_TxnOffsetCommitRequest_3, 5: _e_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition
+TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic
 
 install_plans(globals(), (
     ('_d_TxnOffsetCommitRequestPartition_0', 'TxnOffsetCommitRequestPartition', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),

@@ -362,6 +362,8 @@ TxnOffsetCommitResponse._spec = (
 )
 TxnOffsetCommitResponse._decoders = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_1, 4: _d_TxnOffsetCommitResponse_1, 5: _d_TxnOffsetCommitResponse_1}
 TxnOffsetCommitResponse._encoders = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_0, 2: _e_TxnOffsetCommitResponse_0, 3: _e_TxnOffsetCommitResponse_1, 4: _e_TxnOffsetCommitResponse_1, 5: _e_TxnOffsetCommitResponse_1}
+TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition = TxnOffsetCommitResponsePartition
+TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic
 
 install_plans(globals(), (
     ('_d_TxnOffsetCommitResponsePartition_0', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

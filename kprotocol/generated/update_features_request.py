@@ -353,6 +353,7 @@ UpdateFeaturesRequest._spec = (
 )
 UpdateFeaturesRequest._decoders = {0: _d_UpdateFeaturesRequest_0, 1: _d_UpdateFeaturesRequest_1, 2: _d_UpdateFeaturesRequest_1}
 UpdateFeaturesRequest._encoders = {0: _e_UpdateFeaturesRequest_0, 1: _e_UpdateFeaturesRequest_1, 2: _e_UpdateFeaturesRequest_2}
+UpdateFeaturesRequest.FeatureUpdateKey = FeatureUpdateKey
 
 install_plans(globals(), (
     ('_d_FeatureUpdateKey_0', 'FeatureUpdateKey', 5, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, 1), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -241,6 +241,7 @@ UpdateFeaturesResponse._spec = (
 )
 UpdateFeaturesResponse._decoders = {0: _d_UpdateFeaturesResponse_0, 1: _d_UpdateFeaturesResponse_0, 2: _d_UpdateFeaturesResponse_1}
 UpdateFeaturesResponse._encoders = {0: _e_UpdateFeaturesResponse_0, 1: _e_UpdateFeaturesResponse_0, 2: _e_UpdateFeaturesResponse_1}
+UpdateFeaturesResponse.UpdatableFeatureResult = UpdatableFeatureResult
 
 install_plans(globals(), (
     ('_d_UpdatableFeatureResult_0', 'UpdatableFeatureResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -1774,6 +1774,10 @@ UpdateMetadataRequest._spec = (
 )
 UpdateMetadataRequest._decoders = {0: _d_UpdateMetadataRequest_0, 1: _d_UpdateMetadataRequest_1, 2: _d_UpdateMetadataRequest_2, 3: _d_UpdateMetadataRequest_3, 4: _d_UpdateMetadataRequest_4, 5: _d_UpdateMetadataRequest_5, 6: _d_UpdateMetadataRequest_6, 7: _d_UpdateMetadataRequest_7, 8: _d_UpdateMetadataRequest_8}
 UpdateMetadataRequest._encoders = {0: _e_UpdateMetadataRequest_0, 1: _e_UpdateMetadataRequest_1, 2: _e_UpdateMetadataRequest_2, 3: _e_UpdateMetadataRequest_3, 4: _e_UpdateMetadataRequest_4, 5: _e_UpdateMetadataRequest_5, 6: _e_UpdateMetadataRequest_6, 7: _e_UpdateMetadataRequest_7, 8: _e_UpdateMetadataRequest_8}
+UpdateMetadataRequest.UpdateMetadataPartitionState = UpdateMetadataPartitionState
+UpdateMetadataRequest.UpdateMetadataTopicState = UpdateMetadataTopicState
+UpdateMetadataRequest.UpdateMetadataEndpoint = UpdateMetadataEndpoint
+UpdateMetadataRequest.UpdateMetadataBroker = UpdateMetadataBroker
 
 install_plans(globals(), (
     ('_d_UpdateMetadataPartitionState_0', 'UpdateMetadataPartitionState', 10, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (0, 3, 3, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (3, 5, 3, 0, 0, -1, None, None), (0, 6, 3, 0, 0, -1, None, None), (3, 7, 3, 0, 0, -1, None, None), (5, 8, 0, 0, 0, -1, None, ()), (5, 9, 0, 0, 0, -1, None, ()), )),

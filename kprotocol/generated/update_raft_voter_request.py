@@ -281,6 +281,8 @@ UpdateRaftVoterRequest._spec = (
 )
 UpdateRaftVoterRequest._decoders = {0: _d_UpdateRaftVoterRequest_0}
 UpdateRaftVoterRequest._encoders = {0: _e_UpdateRaftVoterRequest_0}
+UpdateRaftVoterRequest.Listener = Listener
+UpdateRaftVoterRequest.KRaftVersionFeature = KRaftVersionFeature
 
 install_plans(globals(), (
     ('_d_Listener_0', 'Listener', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -191,6 +191,7 @@ UpdateRaftVoterResponse._spec = (
 )
 UpdateRaftVoterResponse._decoders = {0: _d_UpdateRaftVoterResponse_0}
 UpdateRaftVoterResponse._encoders = {0: _e_UpdateRaftVoterResponse_0}
+UpdateRaftVoterResponse.CurrentLeader = CurrentLeader
 
 install_plans(globals(), (
     ('_d_CurrentLeader_0', 'CurrentLeader', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -632,6 +632,8 @@ VoteRequest._spec = (
 )
 VoteRequest._decoders = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1, 2: _d_VoteRequest_2}
 VoteRequest._encoders = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1, 2: _e_VoteRequest_2}
+VoteRequest.PartitionData = PartitionData
+VoteRequest.TopicData = TopicData
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ZERO_UUID), (5, 4, 0, 0, 0, -1, None, ZERO_UUID), (5, 7, 0, 0, 0, -1, None, False), (6, 8, 0, 0, 0, -1, None, None), )),

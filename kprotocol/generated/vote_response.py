@@ -502,6 +502,9 @@ VoteResponse._spec = (
 )
 VoteResponse._decoders = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1, 2: _d_VoteResponse_1}
 VoteResponse._encoders = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1, 2: _e_VoteResponse_1}
+VoteResponse.PartitionData = PartitionData
+VoteResponse.TopicData = TopicData
+VoteResponse.NodeEndpoint = NodeEndpoint
 
 install_plans(globals(), (
     ('_d_PartitionData_0', 'PartitionData', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 0, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),

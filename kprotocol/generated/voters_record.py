@@ -362,6 +362,9 @@ VotersRecord._spec = (
 )
 VotersRecord._decoders = {0: _d_VotersRecord_0}
 VotersRecord._encoders = {0: _e_VotersRecord_0}
+VotersRecord.Endpoint = Endpoint
+VotersRecord.KRaftVersionFeature = KRaftVersionFeature
+VotersRecord.Voter = Voter
 
 install_plans(globals(), (
     ('_d_Endpoint_0', 'Endpoint', 4, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

@@ -561,6 +561,9 @@ WriteShareGroupStateRequest._spec = (
 )
 WriteShareGroupStateRequest._decoders = {0: _d_WriteShareGroupStateRequest_0, 1: _d_WriteShareGroupStateRequest_1}
 WriteShareGroupStateRequest._encoders = {0: _e_WriteShareGroupStateRequest_0, 1: _e_WriteShareGroupStateRequest_1}
+WriteShareGroupStateRequest.StateBatch = StateBatch
+WriteShareGroupStateRequest.PartitionData = PartitionData
+WriteShareGroupStateRequest.WriteStateData = WriteStateData
 
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),

@@ -263,6 +263,8 @@ WriteShareGroupStateResponse._spec = (
 )
 WriteShareGroupStateResponse._decoders = {0: _d_WriteShareGroupStateResponse_0, 1: _d_WriteShareGroupStateResponse_0}
 WriteShareGroupStateResponse._encoders = {0: _e_WriteShareGroupStateResponse_0, 1: _e_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse.PartitionResult = PartitionResult
+WriteShareGroupStateResponse.WriteStateResult = WriteStateResult
 
 install_plans(globals(), (
     ('_d_PartitionResult_0', 'PartitionResult', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),

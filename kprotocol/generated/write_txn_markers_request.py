@@ -520,6 +520,8 @@ WriteTxnMarkersRequest._spec = (
 )
 WriteTxnMarkersRequest._decoders = {0: _d_WriteTxnMarkersRequest_0, 1: _d_WriteTxnMarkersRequest_1, 2: _d_WriteTxnMarkersRequest_2}
 WriteTxnMarkersRequest._encoders = {0: _e_WriteTxnMarkersRequest_0, 1: _e_WriteTxnMarkersRequest_1, 2: _e_WriteTxnMarkersRequest_2}
+WriteTxnMarkersRequest.WritableTxnMarkerTopic = WritableTxnMarkerTopic
+WriteTxnMarkersRequest.WritableTxnMarker = WritableTxnMarker
 
 install_plans(globals(), (
     ('_d_WritableTxnMarkerTopic_0', 'WritableTxnMarkerTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),

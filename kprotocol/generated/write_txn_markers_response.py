@@ -477,6 +477,9 @@ WriteTxnMarkersResponse._spec = (
 )
 WriteTxnMarkersResponse._decoders = {0: _d_WriteTxnMarkersResponse_0, 1: _d_WriteTxnMarkersResponse_1, 2: _d_WriteTxnMarkersResponse_1}
 WriteTxnMarkersResponse._encoders = {0: _e_WriteTxnMarkersResponse_0, 1: _e_WriteTxnMarkersResponse_1, 2: _e_WriteTxnMarkersResponse_1}
+WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult = WritableTxnMarkerPartitionResult
+WriteTxnMarkersResponse.WritableTxnMarkerTopicResult = WritableTxnMarkerTopicResult
+WriteTxnMarkersResponse.WritableTxnMarkerResult = WritableTxnMarkerResult
 
 install_plans(globals(), (
     ('_d_WritableTxnMarkerPartitionResult_0', 'WritableTxnMarkerPartitionResult', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
