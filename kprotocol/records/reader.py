@@ -133,6 +133,7 @@ def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
     records: list[Record] = []
     append = records.append
     make = new_record
+    make_header = new_header
     no_sequence = base_sequence == NO_SEQUENCE
     sequence_room = 0x7FFFFFFF - base_sequence
     pos = index = 0
@@ -220,9 +221,55 @@ def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
                 pos += 2
             else:
                 header_count, pos = read_varint(payload, pos)
-            headers: tuple[Header, ...] = ()
             if header_count:
-                headers, pos = _headers(payload, buf, pos, end, header_count)
+                if header_count < 0 or header_count * 2 > end - pos:
+                    raise InvalidLengthError(f"header count {header_count} does not fit in the record", pos)
+                header_list = []
+                for _ in range(header_count):
+                    b = buf[pos]
+                    if b < 0x80:
+                        size = (b >> 1) ^ -(b & 1)
+                        pos += 1
+                    elif 0 < (c := buf[pos + 1]) < 0x80:
+                        size = (b & 0x7F) | c << 7
+                        size = (size >> 1) ^ -(size & 1)
+                        pos += 2
+                    else:
+                        size, pos = read_varint(payload, pos)
+                    if size < 0:
+                        if size != -1:
+                            raise InvalidLengthError(f"header key length {size} is negative", pos)
+                        raise InvalidValueError("header key is null", pos)
+                    if pos + size > end:
+                        raise InvalidLengthError(f"header key length {size} runs past the record", pos)
+                    try:
+                        name = buf[pos : pos + size].decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise InvalidValueError("header key is not valid UTF-8", pos + size) from None
+                    pos += size
+                    b = buf[pos]
+                    if b < 0x80:
+                        size = (b >> 1) ^ -(b & 1)
+                        pos += 1
+                    elif 0 < (c := buf[pos + 1]) < 0x80:
+                        size = (b & 0x7F) | c << 7
+                        size = (size >> 1) ^ -(size & 1)
+                        pos += 2
+                    else:
+                        size, pos = read_varint(payload, pos)
+                    if size >= 0:
+                        if pos + size > end:
+                            raise InvalidLengthError(f"header value length {size} runs past the record", pos)
+                        data = buf[pos : pos + size]
+                        pos += size
+                    elif size == -1:
+                        data = None
+                    else:
+                        raise InvalidLengthError(f"header value length {size} is negative", pos)
+                    header_list.append(make_header(name, data))
+                headers: tuple[Header, ...] = tuple(header_list)
+            else:
+                headers = ()
             if pos != end:
                 raise InvalidLengthError(f"record length {length} disagrees with its fields", pos)
             written = base_ts + ts_delta
@@ -242,57 +289,6 @@ def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
     if pos != n:
         raise InvalidValueError(f"{n - pos} bytes remain after the last record", pos)
     return tuple(records)
-
-
-def _headers(payload: bytes, buf: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
-    """`count` headers of the record ending at `end`; `buf` is the padded `payload`."""
-    if count < 0 or count * 2 > end - pos:
-        raise InvalidLengthError(f"header count {count} does not fit in the record", pos)
-    headers = []
-    make = new_header
-    for _ in range(count):
-        b = buf[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif 0 < (c := buf[pos + 1]) < 0x80:
-            size = (b & 0x7F) | c << 7
-            size = (size >> 1) ^ -(size & 1)
-            pos += 2
-        else:
-            size, pos = read_varint(payload, pos)
-        if size < 0:
-            if size != -1:
-                raise InvalidLengthError(f"header key length {size} is negative", pos)
-            raise InvalidValueError("header key is null", pos)
-        if pos + size > end:
-            raise InvalidLengthError(f"header key length {size} runs past the record", pos)
-        try:
-            key = buf[pos : pos + size].decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidValueError("header key is not valid UTF-8", pos + size) from None
-        pos += size
-        b = buf[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif 0 < (c := buf[pos + 1]) < 0x80:
-            size = (b & 0x7F) | c << 7
-            size = (size >> 1) ^ -(size & 1)
-            pos += 2
-        else:
-            size, pos = read_varint(payload, pos)
-        if size >= 0:
-            if pos + size > end:
-                raise InvalidLengthError(f"header value length {size} runs past the record", pos)
-            value = buf[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise InvalidLengthError(f"header value length {size} is negative", pos)
-        headers.append(make(key, value))
-    return tuple(headers), pos
 
 
 # ---------------------------------------------------------------- magic 0 and 1
