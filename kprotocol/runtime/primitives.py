@@ -14,13 +14,8 @@ from uuid import UUID
 
 from kprotocol.errors import InvalidLengthError, InvalidValueError, TruncatedError
 
-I8 = struct.Struct(">b")
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
-I64 = struct.Struct(">q")
-U16 = struct.Struct(">H")
-U32 = struct.Struct(">I")
-F64 = struct.Struct(">d")
 
 ZERO_UUID = UUID(int=0)
 MAX_STRING = 0x7FFF
