@@ -1,1 +1,1 @@
-"""Fuzzing helpers: hypothesis strategies for every message and malformed-input mutations."""
+"""Fuzzing helpers: hypothesis strategies that build any message at any version."""
