@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
-from operator import gt, mul, sub
+from itertools import compress, islice, repeat
+from operator import gt, lt, mul, sub
 from types import MappingProxyType
 
 import numpy as np
@@ -24,6 +24,7 @@ def even_quotas(capacity: Sequence[int], n: int, previous: Sequence[int]) -> lis
         return [0] * len(capacity)
     base, extra = divmod(n, threads)
     quota = list(map(mul, capacity, repeat(base)))
+    base_quota = quota.copy()
     if extra and any(map(gt, previous, quota)):
         excess = sorted((q - v, p) for p, v, q in zip(range(len(quota)), previous, quota) if v > q)
         for neg_excess, p in excess:
@@ -32,13 +33,10 @@ def even_quotas(capacity: Sequence[int], n: int, previous: Sequence[int]) -> lis
             extra -= give
             if extra == 0:
                 break
-    while extra:
-        for p in range(len(capacity)):
-            if quota[p] - capacity[p] * base < capacity[p]:
-                quota[p] += 1
-                extra -= 1
-                if extra == 0:
-                    break
+    while extra:  # rounds in process order, one more task to each process with room left for extras
+        for p in islice(compress(range(len(capacity)), map(lt, map(sub, quota, base_quota), capacity)), extra):
+            quota[p] += 1  # read lazily by the map above after this process: the round sees it as before
+            extra -= 1
     return quota
 
 
@@ -60,10 +58,11 @@ def fill_quotas(capacity: Sequence[int], base: Sequence[int], n: int, previous: 
 def deal(count: int, room: Sequence[int]) -> list[int]:
     """`count` processes in an interleaved order in which each process appears evenly spread, at most room[p]
     times: consecutive tasks of one subtopology land on different processes."""
-    procs = np.flatnonzero(np.asarray(room) > 0)
+    rooms = np.asarray(room)
+    procs = np.flatnonzero(rooms > 0)
     if count == 0 or procs.size == 0:
         return []
-    sizes = np.asarray(room)[procs]
+    sizes = rooms[procs]
     slot_proc = np.repeat(procs, sizes)
     starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
     rank = np.arange(slot_proc.size) - starts

@@ -87,8 +87,12 @@ class _LoadHeap:
     def __init__(self, load: list[int], capacity: Sequence[int]) -> None:
         self.load = load
         self.n = n = len(capacity)
-        multiple = math.lcm(*capacity)
-        self.unit = list(map(mul, map(floordiv, repeat(multiple), capacity), repeat(n)))
+        distinct = set(capacity)
+        multiple = math.lcm(*distinct)
+        if len(distinct) == 1:  # the usual equal thread counts: one unit for all
+            self.unit = [multiple // capacity[0] * n] * n
+        else:
+            self.unit = list(map(mul, map(floordiv, repeat(multiple), capacity), repeat(n)))
         self.rebuild_after = max(4, n // 16)  # stale entries met in one call before a rebuild pays off
         self.heap: list[int] = []
         self._rebuild()
