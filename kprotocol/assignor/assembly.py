@@ -39,4 +39,7 @@ def _by_process(n: int, pairs: Iterable[tuple[str, int]], size_hint: int) -> Ite
             sparse[p] = [task_id]
         else:
             group.append(task_id)
-    return map(tuple, map(sparse.get, range(n), repeat(()))) if sparse else repeat((), n)
+    groups: list[tuple[str, ...]] = [()] * n
+    for p, group in sparse.items():
+        groups[p] = tuple(group)
+    return iter(groups)

@@ -29,7 +29,6 @@ class Problem:
     process_ids: list[str]
     capacity: list[int]
     rack: list[str | None]
-    tags: list[Mapping[str, str]]
     prev_active: list[int]               # per task: previous active process or -1
     prev_standby: Mapping[int, Sequence[int]]  # task -> processes that held it as standby / warm-up (sparse)
     acceptable_lag: int
@@ -46,6 +45,11 @@ class Problem:
     def index(self) -> dict[str, int]:
         """Task id -> task."""
         return dict(zip(self.task_ids, range(len(self.task_ids))))
+
+    @cached_property
+    def tags(self) -> list[Mapping[str, str]]:
+        """Per process: its client tags (built on first use)."""
+        return list(map(attrgetter("client_tags"), self.clients))
 
     @cached_property
     def state_lags(self) -> dict[int, dict[int, int]]:
@@ -98,8 +102,9 @@ def build_problem(state: ApplicationState) -> Problem:
     all_tasks = state.all_tasks
     task_ids, subtopology, partition = _ordered_tasks(all_tasks)
     stateful = list(map(_IS_STATEFUL, map(all_tasks.__getitem__, task_ids)))
-    process_ids = sorted(state.kafka_streams_states)
-    clients = list(map(state.kafka_streams_states.__getitem__, process_ids))
+    states = state.kafka_streams_states
+    process_ids = sorted(states)
+    clients = list(states.values()) if process_ids == list(states) else list(map(states.__getitem__, process_ids))
     previous_owner: dict[str, int] = {}
     owned = list(map(attrgetter("previous_active_tasks"), clients))
     for p in reversed(list(compress(range(len(clients)), owned))):  # the first process claiming a task wins
@@ -128,7 +133,6 @@ def build_problem(state: ApplicationState) -> Problem:
         process_ids=process_ids,
         capacity=list(map(attrgetter("num_processing_threads"), clients)),
         rack=rack,
-        tags=list(map(attrgetter("client_tags"), clients)),
         prev_active=prev_active,
         prev_standby=prev_standby,
         acceptable_lag=state.assignment_configs.acceptable_recovery_lag,
