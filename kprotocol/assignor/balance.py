@@ -23,7 +23,7 @@ def even_quotas(capacity: Sequence[int], n: int, previous: Sequence[int]) -> lis
     if threads == 0:
         return [0] * len(capacity)
     base, extra = divmod(n, threads)
-    quota = list(map(mul, capacity, repeat(base)))
+    quota = list(map(mul, capacity, repeat(base))) if base else [0] * len(capacity)
     base_quota = quota.copy()
     if extra and any(map(gt, previous, quota)):
         excess = sorted((q - v, p) for p, v, q in zip(range(len(quota)), previous, quota) if v > q)

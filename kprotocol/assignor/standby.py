@@ -33,7 +33,7 @@ def assign_standbys(problem: Problem, active: list[int], replicas: int, load: li
         return standbys
     stateful = list(compress(range(problem.num_tasks), problem.stateful))
     cap = problem.capacity
-    quota = even_quotas(cap, sum(load) + replicas * len(stateful), [0] * n_proc)
+    quota = even_quotas(cap, sum(load) + replicas * len(stateful), ())
     heap = _LoadHeap(load, cap)
     use_tags = bool(tag_keys) and any(problem.tags[p].get(k) is not None for p in range(n_proc) for k in tag_keys)
     prev_active, prev_standby = problem.prev_active, problem.prev_standby
