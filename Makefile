@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/python -m kprotocol demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) tests
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
 
 generate: $(STAMP)
 	$(BIN)/python -m codegen

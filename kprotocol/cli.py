@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "kprotocol.streams.cli",
     "kprotocol.records.cli",
     "kprotocol.assignor.cli",
+    "kprotocol.toolchain.cli",
 )
 
 

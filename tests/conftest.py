@@ -28,3 +28,31 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"reference data not found at {SHARED}: CI keeps shared/ beside the checkout")
     return SHARED
+
+
+# --- Apache Kafka in the loop -------------------------------------------------------------------
+# Tests that use these fixtures share one broker: they are kept on one xdist worker (group "kafka").
+# A missing Java or Maven fails the run with one line; it never skips.
+
+KAFKA_FIXTURES = {"kafka_broker"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("kafka"))
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(request: pytest.FixtureRequest):
+    from kprotocol.toolchain import KafkaBroker, ToolchainError
+
+    try:
+        broker = KafkaBroker.start()
+    except ToolchainError as exc:
+        pytest.fail(f"Apache Kafka could not be started: {exc}", pytrace=False)
+    yield broker
+    failed = request.session.testsfailed > 0
+    broker.stop(keep_workdir=failed)
+    if failed:
+        print(f"\nKafka broker log kept: {broker.log_path}")

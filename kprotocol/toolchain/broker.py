@@ -1,0 +1,171 @@
+"""A single-node Apache Kafka broker (KRaft, combined broker+controller) on 127.0.0.1.
+
+    with KafkaBroker.start() as broker:
+        broker.bootstrap        # "127.0.0.1:PORT"
+        broker.data_dir         # its log.dirs, e.g. for __consumer_offsets-N segments
+
+Storage is formatted by Kafka's own storage tool, the ports are free ones, the data sits in a
+temporary directory, and the classic, consumer and streams group protocols are enabled. `stop()`
+sends SIGTERM to the broker's own PID (a clean controlled shutdown) and SIGKILL only after a time-out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from kprotocol.connection import Connection
+from kprotocol.registry import message_class
+from kprotocol.toolchain.maven import ToolchainError, java_command, kafka_libs
+
+READY_TIMEOUT_S = 30.0
+
+BASE_CONFIG = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "group.coordinator.rebalance.protocols": "classic,consumer,streams",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "log.flush.interval.messages": "1",
+    "log.segment.bytes": str(64 << 20),
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_kafka_tool(main_class: str, *args: str, timeout: float = 120.0, check: bool = True,
+                   libs: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools by its main class; stdout and stderr are captured."""
+    done = subprocess.run(java_command(main_class, *args, libs=libs), capture_output=True, text=True,
+                          timeout=timeout)
+    if check and done.returncode != 0:
+        raise ToolchainError(f"{main_class} {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done
+
+
+@dataclass
+class KafkaBroker:
+    workdir: Path
+    port: int
+    controller_port: int
+    process: subprocess.Popen[bytes]
+    keep_workdir: bool = False
+    _log_file: object = field(default=None, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "broker.log"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @classmethod
+    def start(cls, workdir: Path | None = None, config: dict[str, str] | None = None,
+              heap: str = "768m") -> KafkaBroker:
+        """Format storage, launch the broker and return once it answers Metadata with itself."""
+        libs = kafka_libs()
+        keep = workdir is not None
+        workdir = Path(workdir or tempfile.mkdtemp(prefix="kprotocol-kafka-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        port, controller_port = free_port(), free_port()
+        props = {
+            **BASE_CONFIG,
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "log.dirs": str(workdir / "data"),
+            **(config or {}),
+        }
+        properties = workdir / "server.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        cluster_id = run_kafka_tool("kafka.tools.StorageTool", "random-uuid", libs=libs).stdout.strip()
+        run_kafka_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties),
+                       "--standalone", libs=libs)
+        log = (workdir / "broker.log").open("wb")
+        process = subprocess.Popen(java_command("kafka.Kafka", str(properties), libs=libs, heap=heap),
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        broker = cls(workdir, port, controller_port, process, keep, log)
+        try:
+            broker._wait_ready()
+        except BaseException:
+            broker.stop(keep_workdir=True)
+            raise
+        return broker
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        metadata = message_class("MetadataRequest")
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ToolchainError(f"Kafka broker exited with {self.process.returncode}; log: {self.log_path}")
+            try:
+                with Connection("127.0.0.1", self.port, timeout=2.0) as conn:
+                    if conn.send(metadata(topics=[])).brokers:
+                        return
+            except (OSError, ValueError) as exc:
+                last_error = exc
+            time.sleep(0.2)
+        raise ToolchainError(f"Kafka broker not ready within {READY_TIMEOUT_S:.0f} s ({last_error}); "
+                             f"log: {self.log_path}")
+
+    def connect(self, client_id: str = "kprotocol-test") -> Connection:
+        return Connection("127.0.0.1", self.port, client_id=client_id)
+
+    def stop(self, timeout: float = 30.0, keep_workdir: bool | None = None) -> int | None:
+        """SIGTERM the broker's PID, wait for its clean shutdown (SIGKILL after `timeout`)."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self._log_file is not None:
+            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file = None
+        keep = self.keep_workdir if keep_workdir is None else keep_workdir
+        if not keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return self.process.returncode
+
+    def __enter__(self) -> KafkaBroker:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop(keep_workdir=True if exc is not None else None)
