@@ -8,6 +8,7 @@ later runs only check that the directory is complete.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
@@ -91,12 +92,19 @@ def legacy_streams_libs(version: str) -> Path:
 
 
 def project_jar() -> Path:
-    """kprotocol's own Java programs, rebuilt when a source under java/src is newer than the jar."""
-    sources = [p for p in (JAVA_DIR / "src").rglob("*") if p.is_file()] + [POM]
-    newest = max(p.stat().st_mtime for p in sources)
-    if not PROJECT_JAR.is_file() or PROJECT_JAR.stat().st_mtime < newest:
-        require("java")
-        _mvn(POM, "package", "-DskipTests")
+    """kprotocol's own Java programs, rebuilt when a source under java/src is newer than the jar.
+
+    A lock file serialises builds between processes (pytest workers, a person's shell).
+    """
+    PROJECT_JAR.parent.mkdir(parents=True, exist_ok=True)
+    with (PROJECT_JAR.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sources = [p for p in (JAVA_DIR / "src").rglob("*") if p.is_file()] + [POM]
+        newest = max(p.stat().st_mtime for p in sources)
+        if not PROJECT_JAR.is_file() or PROJECT_JAR.stat().st_mtime < newest:
+            require("java")
+            _mvn(POM, "package", "-DskipTests")
+            PROJECT_JAR.touch()
     return PROJECT_JAR
 
 
