@@ -8,6 +8,7 @@ later runs only check that the directory is complete.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 JAVA_DIR = Path(os.environ.get("KPROTOCOL_JAVA_DIR", Path(__file__).resolve().parents[2] / "java"))
@@ -65,19 +67,31 @@ def _mvn(pom: Path, *args: str) -> None:
         raise ToolchainError(f"Maven failed ({' '.join(args)}): {tail}")
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock between processes (pytest workers, a person's shell) on `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _resolve(pom: Path, libs: Path, *props: str) -> Path:
     """Copy the runtime dependencies of `pom` into `libs` unless a previous run completed it."""
     done_marker = libs / ".complete"
     if done_marker.is_file():
         return libs
     require("java")
-    tmp = libs.with_name(libs.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    print(f"kprotocol: resolving {libs.parent.name} from Maven Central into {libs}", file=sys.stderr)
-    _mvn(pom, *props, "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}")
-    shutil.rmtree(libs, ignore_errors=True)
-    tmp.rename(libs)
-    done_marker.touch()
+    with _locked(libs.parent):
+        if done_marker.is_file():
+            return libs
+        tmp = libs.with_name(libs.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"kprotocol: resolving {libs.parent.name} from Maven Central into {libs}", file=sys.stderr)
+        _mvn(pom, *props, "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}")
+        shutil.rmtree(libs, ignore_errors=True)
+        tmp.rename(libs)
+        done_marker.touch()
     return libs
 
 
@@ -92,13 +106,8 @@ def legacy_streams_libs(version: str) -> Path:
 
 
 def project_jar() -> Path:
-    """kprotocol's own Java programs, rebuilt when a source under java/src is newer than the jar.
-
-    A lock file serialises builds between processes (pytest workers, a person's shell).
-    """
-    PROJECT_JAR.parent.mkdir(parents=True, exist_ok=True)
-    with (PROJECT_JAR.parent / ".build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """kprotocol's own Java programs, rebuilt when a source under java/src is newer than the jar."""
+    with _locked(PROJECT_JAR.parent):
         sources = [p for p in (JAVA_DIR / "src").rglob("*") if p.is_file()] + [POM]
         newest = max(p.stat().st_mtime for p in sources)
         if not PROJECT_JAR.is_file() or PROJECT_JAR.stat().st_mtime < newest:
