@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: demo test generate check-generated bench clean
+.PHONY: demo test kafka generate check-generated bench clean
 
 $(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
+
+kafka: $(STAMP)
+	$(BIN)/python -m kprotocol kafka broker
 
 generate: $(STAMP)
 	$(BIN)/python -m codegen
