@@ -1,0 +1,13 @@
+"""Bulk decoding on Spark: coordinator-topic segments and packet captures to Parquet tables.
+
+    from kprotocol.pipeline import run_offsets
+    run_offsets(["/var/lib/kafka/data"], "tables/")   # records, offsets_committed, group_members,
+                                                      # rebalances, problems (see tables.py)
+
+Runs in a local SparkSession (`local[*]`) by default, on a cluster under spark-submit.
+"""
+
+from kprotocol.pipeline.jobs import plan_offsets, run_offsets, spark_session
+from kprotocol.pipeline.tables import SCHEMAS
+
+__all__ = ["SCHEMAS", "plan_offsets", "run_offsets", "spark_session"]

@@ -1,0 +1,101 @@
+"""The Spark jobs: plan splits on the driver, decode them in tasks, write the Parquet tables.
+
+    from kprotocol.pipeline import run_offsets
+    counts = run_offsets(["/var/lib/kafka/data"], "out/")             # local[*] by default
+    counts = run_offsets(paths, "hdfs:///tables", spark=session)        # an existing session
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kprotocol.pipeline.files import list_inputs
+from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
+from kprotocol.pipeline.offsets_rows import split_rows
+from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
+from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
+from kprotocol.pipeline.tables import SCHEMAS, reset, table_dir, write_part
+
+SEGMENT_SUFFIXES = (".log",)
+
+
+def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline", progress: bool = True):
+    """The active SparkSession, or a new one (`local[*]` unless `master` or spark-submit says otherwise)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master("local[*]")  # plain `python`: no spark-submit chose a master
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (builder.config("spark.ui.showConsoleProgress", str(progress).lower())
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Iterable[tuple[str, int]]]:
+    def run(parts: Iterable[tuple[int, SegmentSplit]]) -> Iterable[tuple[str, int]]:
+        for number, split in parts:
+            tables = split_rows(split)
+            for table, rows in tables.items():
+                write_part(out, table, number, rows)
+                yield table, len(rows)
+            yield "bytes", split.end - split.start
+    return run
+
+
+def plan_offsets(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
+    """Every split of every segment under `paths`."""
+    return [s for f in list_inputs(paths, SEGMENT_SUFFIXES) for s in plan_segment(f, split_bytes)]
+
+
+def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
+                split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None) -> dict[str, int]:
+    """Decode coordinator-topic segments into records, offsets_committed, group_members, problems and
+    rebalances; returns the row count of each table and the bytes read."""
+    spark = spark or spark_session(master)
+    splits = plan_offsets(paths, split_bytes)
+    reset(out, (*OFFSETS_TABLES, "rebalances"))
+    numbered = list(enumerate(splits))
+    slices = max(1, min(len(numbered), partitions or len(numbered)))
+    counts: Counter[str] = Counter()
+    for table, n in spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect():
+        counts[table] += n
+    counts["rebalances"] = derive_rebalances(spark, out)
+    counts["splits"] = len(splits)
+    return dict(counts)
+
+
+def derive_rebalances(spark: Any, out: str) -> int:
+    """The rebalances table from the group records of the records table, one group per Spark task."""
+    from pyspark.sql import functions as F
+
+    records = (spark.read.schema(_spark_schema(spark, "records")).parquet(table_dir(out, "records"))
+               .where(F.col("record_type").isin(*GROUP_RECORD_TYPES) & F.col("problem").isNull()
+                      & F.col("group").isNotNull())
+               .select("group", "partition", "offset", "timestamp", "record_type", "key_json", "value_json"))
+    rows = (records.rdd.map(lambda r: (r["group"], r.asDict()))
+            .groupByKey()
+            .flatMap(lambda kv: derive(kv[0], kv[1]))
+            .collect())
+    rows.sort(key=lambda r: (r["group"], r["protocol"], r["epoch"] or 0))
+    write_part(out, "rebalances", 0, rows)
+    return len(rows)
+
+
+def _spark_schema(spark: Any, table: str):
+    """The Spark schema of one of our tables (from its pyarrow schema)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(SCHEMAS[table])

@@ -1,0 +1,187 @@
+"""Rows of the `records`, `offsets_committed`, `group_members` and `problems` tables for one split of
+a coordinator-topic segment. Pure Python: Spark tasks and the single-process path run the same code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, record_types
+from kprotocol.errors import DecodeError
+from kprotocol.pipeline.files import read_range
+from kprotocol.pipeline.splits import SegmentSplit
+from kprotocol.records import RecordBatch, decode_control
+from kprotocol.records.segment import SegmentProblem, read_segment_bytes
+
+Row = dict[str, Any]
+TABLES = ("records", "offsets_committed", "group_members", "problems")
+GROUP_METADATA, STREAMS_MEMBER, STREAMS_TARGET_MEMBER, STREAMS_CURRENT = 2, 19, 21, 22
+CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT = 5, 7, 8
+MEMBER_TYPES = {GROUP_METADATA, CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT,
+                STREAMS_MEMBER, STREAMS_TARGET_MEMBER, STREAMS_CURRENT}
+
+
+def coordinator_topic(topic: str | None) -> str:
+    """The coordinator topic whose record types a partition directory holds (default: offsets)."""
+    return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
+
+
+def type_name(topic: str, type_id: int | None) -> str | None:
+    """`GroupMetadata`, `StreamsGroupTopology`...: the key spec's name without `Key`."""
+    record_type = record_types(topic).get(type_id) if type_id is not None else None
+    return record_type.key.__name__.removesuffix("Key") if record_type else None
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _problem(decoded: Row) -> str | None:
+    for part in (decoded["key"], decoded["value"]):
+        if part and ("error" in part or part.get("unknown")):
+            return part.get("error") or "unknown record type or version"
+    return None
+
+
+def split_rows(split: SegmentSplit) -> dict[str, list[Row]]:
+    """Every table's rows for one split."""
+    tables: dict[str, list[Row]] = {name: [] for name in TABLES}
+    topic = coordinator_topic(split.topic)
+    data = read_range(split.uri, split.start, split.end)
+    pos = split.start
+    for entry in read_segment_bytes(data, split.uri):
+        if isinstance(entry, SegmentProblem):
+            tables["problems"].append({
+                "source": split.uri, "partition": split.partition, "position": split.start + entry.position,
+                "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
+            pos = split.start + entry.position + entry.length
+            continue
+        for table, row in batch_rows(entry, pos, split, topic):
+            tables[table].append(row)
+        pos += entry.size
+    return tables
+
+
+def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: str) -> Iterator[tuple[str, Row]]:
+    """(table, row) pairs of one batch at `position` of the split's file."""
+    base = {"topic": split.topic or topic, "partition": split.partition, "segment": split.uri,
+            "batch_position": position, "producer_id": batch.producer_id if batch.is_transactional else None}
+    for record in batch.records:
+        row: Row = {**base, "offset": record.offset, "timestamp": record.timestamp, "record_type": None,
+                    "record_type_name": None, "group": None, "key_json": None, "value_json": None,
+                    "tombstone": record.value is None, "control": None, "problem": None}
+        if batch.is_control:
+            try:
+                row["control"] = decode_control(record)["type"]
+            except DecodeError as exc:
+                row["problem"] = str(exc)
+            row["tombstone"] = False
+        elif record.key is None:
+            row["problem"] = "record has no key"
+        else:
+            decoded = decode_record(record.key, record.value, topic=topic)
+            key, value = decoded["key"], decoded["value"]
+            data = key.get("data") or {}
+            row.update(record_type=key.get("type"), record_type_name=type_name(topic, key.get("type")),
+                       group=data.get("group", data.get("groupId")), key_json=_json(key), value_json=_json(value),
+                       problem=_problem(decoded))
+            if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
+                yield from _derived(row, key, value, batch.is_transactional)
+        if row["problem"]:
+            yield "problems", {"source": split.uri, "partition": split.partition, "position": position,
+                               "length": None, "kind": "record", "offset": record.offset, "message": row["problem"]}
+        yield "records", row
+
+
+def _derived(row: Row, key: Row, value: Row | None, transactional: bool) -> Iterator[tuple[str, Row]]:
+    type_id, data = key["type"], key["data"]
+    body = value["data"] if value else None
+    if type_id in (0, 1):
+        yield "offsets_committed", {
+            "group": data["group"], "topic": data["topic"], "partition": data["partition"],
+            "offset": body["offset"] if body else None, "leader_epoch": (body or {}).get("leaderEpoch"),
+            "metadata": body["metadata"] if body else None,
+            "commit_timestamp": body["commitTimestamp"] if body else None,
+            "expire_timestamp": (body or {}).get("expireTimestamp"), "deleted": body is None,
+            "transactional": transactional, "producer_id": row["producer_id"],
+            "record_offset": row["offset"], "record_timestamp": row["timestamp"],
+            "source_partition": row["partition"]}
+    elif type_id in MEMBER_TYPES:
+        for member in member_rows(type_id, data, body):
+            yield "group_members", {**member, "record_type_name": row["record_type_name"],
+                                    "record_offset": row["offset"], "record_timestamp": row["timestamp"],
+                                    "source_partition": row["partition"]}
+
+
+MEMBER_COLUMNS = ("group", "protocol", "generation", "member_id", "instance_id", "client_id", "client_host",
+                  "process_id", "rack", "endpoint", "left", "owned_active", "owned_standby", "assigned_active",
+                  "assigned_standby", "assigned_warmup", "assigned_partitions", "pending_revocation",
+                  "next_rebalance_ms", "error_code")
+
+
+def _member(**values: Any) -> Row:
+    row = dict.fromkeys(MEMBER_COLUMNS)
+    row["left"] = False
+    row.update(values)
+    return row
+
+
+def _tasks(task_ids: list[Row] | None) -> list[str]:
+    return [f"{t['subtopologyId']}_{p}" for t in task_ids or () for p in t["partitions"]]
+
+
+def _partitions(topics: list[Row] | None, name: str = "topic") -> list[str]:
+    return [f"{t.get(name, t.get('topicId'))}-{p}" for t in topics or () for p in t["partitions"]]
+
+
+def member_rows(type_id: int, key: Row, value: Row | None) -> list[Row]:
+    """group_members rows of one group record: one per member it describes (a tombstone: member left)."""
+    group = key.get("group", key.get("groupId"))
+    if type_id == GROUP_METADATA:
+        return _classic_members(group, value)
+    protocol = "streams" if type_id in (STREAMS_MEMBER, STREAMS_TARGET_MEMBER, STREAMS_CURRENT) else "consumer"
+    member_id = key.get("memberId")
+    if value is None:
+        return [_member(group=group, protocol=protocol, member_id=member_id, left=True)]
+    if type_id in (STREAMS_MEMBER, CONSUMER_MEMBER):
+        endpoint = value.get("userEndpoint")
+        return [_member(group=group, protocol=protocol, member_id=member_id, instance_id=value.get("instanceId"),
+                        client_id=value.get("clientId"), client_host=value.get("clientHost"),
+                        process_id=value.get("processId"), rack=value.get("rackId"),
+                        endpoint=f"{endpoint['host']}:{endpoint['port']}" if endpoint else None)]
+    if type_id in (STREAMS_TARGET_MEMBER, STREAMS_CURRENT):
+        pending = (_tasks(value.get("activeTasksPendingRevocation")) + _tasks(value.get("standbyTasksPendingRevocation"))
+                   + _tasks(value.get("warmupTasksPendingRevocation")))
+        return [_member(group=group, protocol=protocol, member_id=member_id, generation=value.get("memberEpoch"),
+                        assigned_active=_tasks(value.get("activeTasks")),
+                        assigned_standby=_tasks(value.get("standbyTasks")),
+                        assigned_warmup=_tasks(value.get("warmupTasks")),
+                        pending_revocation=pending if type_id == STREAMS_CURRENT else None)]
+    partitions = value.get("assignedPartitions", value.get("topicPartitions"))
+    return [_member(group=group, protocol=protocol, member_id=member_id, generation=value.get("memberEpoch"),
+                    assigned_partitions=_partitions(partitions),
+                    pending_revocation=_partitions(value.get("partitionsPendingRevocation"))
+                    if type_id == CONSUMER_CURRENT else None)]
+
+
+def _classic_members(group: str, value: Row | None) -> list[Row]:
+    if value is None:
+        return [_member(group=group, protocol="classic", left=True)]
+    rows = []
+    for m in value.get("members", []):
+        sub = ((m.get("decodedSubscription") or {}).get("data")) or {}
+        asg = ((m.get("decodedAssignment") or {}).get("data")) or {}
+        sub_streams, asg_streams = sub.get("streamsUserData") or {}, asg.get("streamsUserData") or {}
+        standby = asg_streams.get("standbyTasks")
+        rows.append(_member(
+            group=group, protocol="classic", generation=value.get("generation"), member_id=m.get("memberId"),
+            instance_id=m.get("groupInstanceId"), client_id=m.get("clientId"), client_host=m.get("clientHost"),
+            process_id=sub_streams.get("processId"), rack=sub.get("rackId"), endpoint=sub_streams.get("userEndPoint"),
+            owned_active=sub_streams.get("prevTasks"), owned_standby=sub_streams.get("standbyTasks"),
+            assigned_active=asg_streams.get("activeTasks"),
+            assigned_standby=[t for t, _ in standby] if standby else None,
+            assigned_partitions=_partitions(asg.get("assignedPartitions")) if asg else None,
+            next_rebalance_ms=asg_streams.get("nextRebalanceMs"), error_code=asg_streams.get("errCode")))
+    return rows

@@ -1,0 +1,75 @@
+"""The pipeline's Parquet tables: one directory each under the output directory, stable column names.
+
+Every Spark task writes its own part file per table (`part-<split>.parquet`, so a retried task
+replaces its output instead of doubling it); Spark SQL, pandas, DuckDB and notebooks read each
+directory as one table.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kprotocol.pipeline.files import filesystem
+
+STR, I32, I64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.bool_()
+STRS = pa.list_(pa.string())
+
+SCHEMAS: dict[str, pa.Schema] = {
+    # Every record of the coordinator topics, decoded as `kprotocol offsets decode` does.
+    "records": pa.schema([
+        ("topic", STR), ("partition", I32), ("segment", STR), ("batch_position", I64), ("producer_id", I64),
+        ("offset", I64), ("timestamp", I64), ("record_type", I32), ("record_type_name", STR), ("group", STR),
+        ("key_json", STR), ("value_json", STR), ("tombstone", BOOL), ("control", STR), ("problem", STR)]),
+    # Offset commits (record types 0 and 1); `deleted` marks a tombstone.
+    "offsets_committed": pa.schema([
+        ("group", STR), ("topic", STR), ("partition", I32), ("offset", I64), ("leader_epoch", I32),
+        ("metadata", STR), ("commit_timestamp", I64), ("expire_timestamp", I64), ("deleted", BOOL),
+        ("transactional", BOOL), ("producer_id", I64), ("record_offset", I64), ("record_timestamp", I64),
+        ("source_partition", I32)]),
+    # One row per member per group record (classic GroupMetadata with Streams userdata decoded,
+    # consumer/streams member metadata, target and current assignments); `left` for a tombstone.
+    "group_members": pa.schema([
+        ("group", STR), ("protocol", STR), ("generation", I32), ("member_id", STR), ("instance_id", STR),
+        ("client_id", STR), ("client_host", STR), ("process_id", STR), ("rack", STR), ("endpoint", STR),
+        ("left", BOOL), ("owned_active", STRS), ("owned_standby", STRS), ("assigned_active", STRS),
+        ("assigned_standby", STRS), ("assigned_warmup", STRS), ("assigned_partitions", STRS),
+        ("pending_revocation", STRS), ("next_rebalance_ms", I64), ("error_code", I32), ("record_type_name", STR),
+        ("record_offset", I64), ("record_timestamp", I64), ("source_partition", I32)]),
+    # Captured request/response exchanges, one row each.
+    "exchanges": pa.schema([
+        ("capture", STR), ("conn", STR), ("correlation_id", I32), ("api_key", I32), ("api_name", STR),
+        ("api_version", I32), ("client_id", STR), ("request_time", pa.float64()), ("response_time", pa.float64()),
+        ("latency_ms", pa.float64()), ("request_size", I64), ("response_size", I64), ("group", STR),
+        ("member_id", STR), ("generation", I32), ("error_codes", pa.list_(I32)), ("flags", STRS),
+        ("request_json", STR), ("response_json", STR)]),
+    # Derived per group from its records (see kprotocol.pipeline.rebalances).
+    "rebalances": pa.schema([
+        ("group", STR), ("protocol", STR), ("epoch", I32), ("start_timestamp", I64), ("end_timestamp", I64),
+        ("duration_ms", I64), ("trigger", STR), ("members_before", STRS), ("members_after", STRS),
+        ("tasks_moved", I32), ("warmup_tasks", I32), ("probing", BOOL)]),
+    # Anything that could not be read: corrupt or truncated batches, undecodable records, capture gaps.
+    "problems": pa.schema([
+        ("source", STR), ("partition", I32), ("position", I64), ("length", I64), ("kind", STR), ("offset", I64),
+        ("message", STR)]),
+}
+
+
+def table_dir(out: str, table: str) -> str:
+    return out.rstrip("/") + "/" + table
+
+
+def write_part(out: str, table: str, part: int, rows: list[dict]) -> None:
+    """Write one task's rows of `table` (an empty part keeps the schema visible to readers)."""
+    fsys, path = filesystem(table_dir(out, table))
+    fsys.create_dir(path, recursive=True)
+    data = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
+    pq.write_table(data, f"{path}/part-{part:05d}.parquet", filesystem=fsys)
+
+
+def reset(out: str, tables: tuple[str, ...]) -> None:
+    """Remove earlier output of `tables` (the pipeline overwrites, it never appends)."""
+    for table in tables:
+        fsys, path = filesystem(table_dir(out, table))
+        if fsys.get_file_info(path).type != 0:  # 0: NotFound
+            fsys.delete_dir(path)
