@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "kprotocol.records.cli",
     "kprotocol.assignor.cli",
     "kprotocol.toolchain.cli",
+    "kprotocol.pipeline.cli",
 )
 
 

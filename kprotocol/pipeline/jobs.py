@@ -31,10 +31,12 @@ def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline
     if active is not None and master is None:
         return active
     builder = SparkSession.builder.appName(app_name)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"  # plain `python`: no spark-submit chose a master
     if master is not None:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master("local[*]")  # plain `python`: no spark-submit chose a master
+    if master is not None and master.startswith("local"):  # keep a local session on loopback
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (builder.config("spark.ui.showConsoleProgress", str(progress).lower())
                .config("spark.ui.enabled", "false")
@@ -99,3 +101,46 @@ def _spark_schema(spark: Any, table: str):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(SCHEMAS[table])
+
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+EXCHANGE_FLAGS = ("requestGap", "responseGap", "requestTruncated", "responseTruncated", "requestAfterResync",
+                  "responseAfterResync", "noResponse")
+
+
+def _error_codes(doc: Any) -> list[int]:
+    """Every non-zero `errorCode` in a response body, in document order."""
+    found: list[int] = []
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            code = item.get("errorCode")
+            if isinstance(code, int) and code != 0:
+                found.append(code)
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return found
+
+
+def exchange_row(capture: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """One `exchanges` row from an exchange's `to_json()`."""
+    import json
+
+    request, response = doc.get("request") or {}, doc.get("response")
+    sent, answered = doc.get("requestTime"), doc.get("responseTime")
+    generation = request.get("generationId", request.get("memberEpoch"))
+    return {
+        "capture": capture, "conn": doc.get("conn"), "correlation_id": doc.get("correlationId"),
+        "api_key": doc.get("apiKey"), "api_name": doc.get("apiName"), "api_version": doc.get("apiVersion"),
+        "client_id": doc.get("clientId"), "request_time": sent, "response_time": answered,
+        "latency_ms": None if sent is None or answered is None else round((answered - sent) * 1000, 3),
+        "request_size": doc.get("requestSize"), "response_size": doc.get("responseSize"),
+        "group": request.get("groupId"), "member_id": request.get("memberId"),
+        "generation": generation if isinstance(generation, int) else None,
+        "error_codes": _error_codes(response) if response else [],
+        "flags": [f for f in EXCHANGE_FLAGS if doc.get(f)],
+        "request_json": json.dumps(request, separators=(",", ":")) if doc.get("request") is not None else None,
+        "response_json": json.dumps(response, separators=(",", ":")) if response is not None else None,
+    }

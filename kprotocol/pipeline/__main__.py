@@ -1,0 +1,12 @@
+"""Entry point for spark-submit and `python -m kprotocol.pipeline`: the `kprotocol pipeline` command.
+
+    spark-submit --master spark://host:7077 --py-files kprotocol.zip \
+        "$(python -c 'import kprotocol.pipeline.__main__ as m; print(m.__file__)')" offsets PATH... --out DIR
+"""
+
+import sys
+
+from kprotocol.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["pipeline", *sys.argv[1:]]))

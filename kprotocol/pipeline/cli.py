@@ -1,0 +1,71 @@
+"""`kprotocol pipeline offsets|captures PATH... --out DIR` and `kprotocol report DIR --out report.html`.
+
+The same module runs under spark-submit (see `kprotocol/pipeline/__main__.py`): there the master
+comes from spark-submit, here it is `local[*]` unless `--master` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES
+from kprotocol.tools.jsontext import dumps
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="files or directories (local paths or any URI pyarrow reads: hdfs://, s3://...)")
+    parser.add_argument("--out", required=True, help="output directory of the Parquet tables")
+    parser.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
+    parser.add_argument("--partitions", type=int, help="Spark partitions (default: one per split)")
+    parser.add_argument("--split-mb", type=float, default=DEFAULT_SPLIT_BYTES / (1 << 20),
+                        help="target split size in MiB (default: %(default)s)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="Spark's progress bar on stderr (default: on a terminal)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    pipeline = subparsers.add_parser("pipeline", help="bulk decoding on Spark into Parquet tables")
+    jobs = pipeline.add_subparsers(dest="job", required=True)
+    offsets = jobs.add_parser("offsets", help="__consumer_offsets / __transaction_state segments -> tables")
+    _common(offsets)
+    offsets.set_defaults(func=_run)
+    captures = jobs.add_parser("captures", help="pcap/pcapng captures -> exchanges table")
+    _common(captures)
+    captures.add_argument("--ports", default="9092", help="Kafka ports, comma-separated (default: 9092)")
+    captures.set_defaults(func=_run)
+    report = subparsers.add_parser("report", help="rebalance timelines and tables from the pipeline's tables")
+    report.add_argument("dir", help="the pipeline's output directory")
+    report.add_argument("--out", required=True, help="report.html, or a .png of the timelines")
+    report.add_argument("--group", action="append", help="only this group (repeatable)")
+    report.set_defaults(func=_report)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kprotocol.pipeline import jobs
+
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    spark = jobs.spark_session(args.master, progress=progress)
+    split_bytes = int(args.split_mb * (1 << 20))
+    try:
+        if args.job == "offsets":
+            counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
+                                      partitions=args.partitions)
+        else:
+            ports = tuple(int(p) for p in args.ports.split(",") if p)
+            counts = jobs.run_captures(args.paths, args.out, spark=spark, ports=ports, split_bytes=split_bytes,
+                                       partitions=args.partitions)
+    finally:
+        spark.stop()
+    print(dumps({"out": args.out, **counts}))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from kprotocol.pipeline.report import write_report
+
+    groups = write_report(args.dir, Path(args.out), groups=args.group)
+    print(dumps({"out": args.out, "groups": groups}))
+    return 0

@@ -1,0 +1,148 @@
+"""The Spark pipeline on real PySpark (local[2]): its tables equal the single-process decoders'."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kprotocol.cli import main as cli_main
+from kprotocol.pipeline import plan_offsets, run_offsets
+from kprotocol.pipeline.files import list_inputs
+from kprotocol.pipeline.splits import index_positions, plan_segment
+from kprotocol.records.segment import read_segment
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFSETS = ROOT / "fixtures" / "offsets"
+pytestmark = pytest.mark.xdist_group("spark")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kprotocol.pipeline import spark_session
+
+    session = spark_session("local[2]", progress=False)
+    yield session
+    session.stop()
+
+
+def _rows(out: Path, table: str) -> list[dict]:
+    return pq.read_table(out / table).to_pylist()
+
+
+def _cli_records(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    """What the single-process `kprotocol offsets decode` prints, one dict per record."""
+    cli_main(["offsets", "decode", *map(str, paths), "--no-progress"])
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def _batch_starts(path: Path) -> list[int]:
+    starts, pos = [], 0
+    for entry in read_segment(path):
+        starts.append(pos)
+        pos += getattr(entry, "size", None) or entry.length
+    return starts
+
+
+def test_records_equal_single_process_decoder_at_every_split_size(spark, tmp_path, capsys) -> None:
+    segment = OFFSETS / "00000000000000000000.log"
+    expected = _cli_records([segment], capsys)
+    for split_bytes in (1, 700, 1 << 30):  # every batch its own split, a few splits, one split
+        out = tmp_path / str(split_bytes)
+        counts = run_offsets([str(segment)], str(out), spark=spark, split_bytes=split_bytes)
+        rows = sorted(_rows(out, "records"), key=lambda r: r["offset"])
+        assert counts["records"] == len(rows) == len(expected)
+        for row, line in zip(rows, expected):
+            assert row["offset"] == line["offset"] and row["timestamp"] == line["timestamp"]
+            if "control" in line:
+                assert row["control"] == line["control"]["type"]
+            else:
+                assert json.loads(row["key_json"]) == line["key"]
+                assert (json.loads(row["value_json"]) if row["value_json"] else None) == line["value"]
+                assert row["tombstone"] == (line["value"] is None)
+        if split_bytes == 1:
+            assert counts["splits"] == len(_batch_starts(segment))
+
+
+def test_splits_cut_only_at_batch_boundaries(tmp_path) -> None:
+    segment = OFFSETS / "00000000000000000000.log"
+    starts = set(_batch_starts(segment))
+    walked = plan_segment(list_inputs([str(segment)], (".log",))[0], 500)
+    assert len(walked) > 3 and all(s.start in starts for s in walked)
+    # The same cuts from an offset index, with a preallocated zero tail that must be ignored.
+    copy = tmp_path / "00000000000000000000.log"
+    shutil.copy(segment, copy)
+    entries = b"".join(struct.pack(">ii", i, p) for i, p in enumerate(sorted(starts)) if p) + bytes(80)
+    copy.with_suffix(".index").write_bytes(entries)
+    assert index_positions(entries, copy.stat().st_size) == sorted(starts)[1:]
+    indexed = plan_segment(list_inputs([str(copy)], (".log",))[0], 500)
+    assert [s.start for s in indexed] == [s.start for s in walked]
+
+
+def test_damaged_segments_report_problems_and_keep_valid_records(spark, tmp_path, capsys) -> None:
+    manifest = {k: v for k, v in json.loads((OFFSETS / "manifest.json").read_text()).items() if k.endswith(".log")}
+    out = tmp_path / "out"
+    run_offsets([str(OFFSETS)], str(out), spark=spark, split_bytes=600)
+    problems = _rows(out, "problems")
+    for name, expected in manifest.items():
+        found = sorted((p["kind"], p["position"], p["length"]) for p in problems
+                       if p["source"].endswith(name) and p["kind"] != "record")
+        assert found == sorted((p["kind"], p["position"], p["length"]) for p in expected["problems"]), name
+    records = _rows(out, "records")
+    for name, expected in manifest.items():
+        single = _cli_records([OFFSETS / name], capsys)
+        assert sorted(r["offset"] for r in records if r["segment"].endswith(name)) == \
+            sorted(line["offset"] for line in single), name
+        undecodable = {p["offset"] for p in problems if p["source"].endswith(name) and p["kind"] == "record"}
+        assert undecodable == set(expected.get("undecodableRecords", [])), name
+
+
+def test_derived_tables(spark, tmp_path) -> None:
+    out = tmp_path / "out"
+    segment = OFFSETS / "00000000000000000000.log"
+    run_offsets([str(segment)], str(out), spark=spark, split_bytes=700)
+    records = _rows(out, "records")
+    commits = _rows(out, "offsets_committed")
+    assert len(commits) == sum(1 for r in records if r["record_type"] in (0, 1))
+    members = _rows(out, "group_members")
+    classic = [m for m in members if m["protocol"] == "classic" and m["process_id"]]
+    assert classic and all(m["assigned_active"] is not None for m in classic)
+    rebalances = {(r["group"], r["protocol"]): r for r in _rows(out, "rebalances")}
+    streams = [r for (g, p), r in rebalances.items() if p == "streams"]
+    assert streams and all(r["end_timestamp"] >= r["start_timestamp"] for r in streams if r["end_timestamp"])
+
+
+def test_cli_under_spark_submit_and_report(tmp_path) -> None:
+    env = {**os.environ, "SPARK_HOME": str(Path(__import__("pyspark").__file__).parent),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    submit = Path(sys.executable).parent / "spark-submit"
+    script = ROOT / "kprotocol" / "pipeline" / "__main__.py"
+    out = tmp_path / "out"
+    done = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1",
+                           str(script), "offsets", str(OFFSETS), "--out", str(out), "--split-mb", "0.001",
+                           "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["records"] == len(_rows(out, "records")) and summary["splits"] > 4
+    report = tmp_path / "report.html"
+    assert cli_main(["report", str(out), "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "wordcount-app" in text and "data:image/png;base64," in text
+    png = tmp_path / "fraud.png"
+    assert cli_main(["report", str(out), "--out", str(png), "--group", "fraud-detector"]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_plan_lists_kafka_data_directories(tmp_path) -> None:
+    partition = tmp_path / "data" / "__consumer_offsets-7"
+    partition.mkdir(parents=True)
+    shutil.copy(OFFSETS / "00000000000000000000.log", partition / "00000000000000000000.log")
+    splits = plan_offsets([str(tmp_path / "data")])
+    assert [(s.topic, s.partition) for s in splits] == [("__consumer_offsets", 7)]
