@@ -1,0 +1,118 @@
+"""The Spark pipeline beside the single-process decoder, on the same generated `__consumer_offsets` data.
+
+    python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64]
+
+Generates a Kafka data directory of `__consumer_offsets-N` segments by tiling the batches of the
+bundled fixture segment (base offsets rewritten; they sit outside the CRC), then in one run:
+- the single-process CLI (`kprotocol offsets decode PARTITION_DIR... > /dev/null`),
+- the Spark job with `local[1]` and `local[2]`, each in a fresh process, its SparkSession start-up
+  (to a first action) timed apart from the job itself,
+and prints records/s, MB/s, the speed-up from one core to two, per-core rate against the
+single-process decoder, and the fixed start cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kprotocol.records.segment import read_segment  # noqa: E402
+
+FIXTURE = ROOT / "fixtures" / "offsets" / "00000000000000000000.log"
+
+SPARK_RUN = """
+import json, sys, time
+t0 = time.perf_counter()
+from kprotocol.pipeline import run_offsets, spark_session
+spark = spark_session(sys.argv[1], progress=False)
+spark.range(1).count()
+t1 = time.perf_counter()
+counts = run_offsets([sys.argv[2]], sys.argv[3], spark=spark, split_bytes=int(sys.argv[4]))
+t2 = time.perf_counter()
+spark.stop()
+print(json.dumps({"startup": t1 - t0, "job": t2 - t1, **counts}))
+"""
+
+
+def generate(target: Path, size: int, partitions: int) -> tuple[int, int]:
+    """Tile the fixture's batches into `partitions` segments of about size/partitions bytes each."""
+    batches, pos, data = [], 0, FIXTURE.read_bytes()
+    for entry in read_segment(FIXTURE):
+        batches.append((data[pos:pos + entry.size], entry.last_offset - entry.base_offset + 1))
+        pos += entry.size
+    per_round = sum(len(b) for b, _ in batches)
+    records = written = 0
+    for partition in range(partitions):
+        directory = target / f"__consumer_offsets-{partition}"
+        directory.mkdir(parents=True)
+        offset = 0
+        with (directory / "00000000000000000000.log").open("wb") as out:
+            for _ in range(max(1, size // partitions // per_round)):
+                for raw, count in batches:
+                    out.write(struct.pack(">q", offset) + raw[8:])
+                    offset += count
+                    records += count
+                    written += len(raw)
+    return written, records
+
+
+def single_process(data: Path) -> float:
+    start = time.perf_counter()
+    partitions = sorted(str(p) for p in data.iterdir())
+    subprocess.run([sys.executable, "-m", "kprotocol", "offsets", "decode", *partitions, "--no-progress"],
+                   stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def spark(data: Path, cores: int, split_bytes: int) -> dict:
+    out = Path(tempfile.mkdtemp(prefix="kprotocol-bench-out-"))
+    try:
+        done = subprocess.run([sys.executable, "-c", SPARK_RUN, f"local[{cores}]", str(data), str(out),
+                               str(split_bytes)], capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=256)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--split-mb", type=int, default=16)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
+    try:
+        size, records = generate(work / "data", args.size_mb << 20, args.partitions)
+        mb = size / (1 << 20)
+        print(f"input: {mb:.0f} MiB, {records:,} records in {args.partitions} __consumer_offsets partitions")
+        single = single_process(work / "data")
+        runs = {cores: spark(work / "data", cores, args.split_mb << 20) for cores in (1, 2)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n| run | seconds | records/s | MB/s |\n|---|---|---|---|")
+    print(f"| single process (CLI) | {single:.1f} | {records / single:,.0f} | {mb / single:.1f} |")
+    for cores, run in runs.items():
+        assert run["records"] == records, (run, records)
+        print(f"| Spark local[{cores}], job | {run['job']:.1f} | {records / run['job']:,.0f} | {mb / run['job']:.1f} |")
+    start = sum(r["startup"] for r in runs.values()) / len(runs)
+    speedup = runs[1]["job"] / runs[2]["job"]
+    print(f"\nSpark start-up to first action: {start:.1f} s (fixed cost, excluded from the job times above)")
+    print(f"speed-up 1 -> 2 cores: {speedup:.2f}x (target >= 1.8x)")
+    print(f"per core, 1 core vs single process: {single / runs[1]['job']:.0%} (target >= 80%)")
+    print(f"per core, 2 cores vs single process: {single / runs[2]['job'] / 2:.0%}")
+    print(f"peak RSS of this driver script: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
