@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: demo test kafka generate check-generated bench clean
+.PHONY: demo demo-spark test kafka generate check-generated bench clean
 
 $(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
 
 demo: $(STAMP)
 	$(BIN)/python -m kprotocol demo
+
+demo-spark: $(STAMP)
+	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets --out build/demo-tables --split-mb 0.002
+	$(BIN)/python -m kprotocol report build/demo-tables --out build/report.html
+	@echo "report: build/report.html"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
