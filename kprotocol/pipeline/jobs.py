@@ -74,33 +74,46 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     counts: Counter[str] = Counter()
     for table, n in spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect():
         counts[table] += n
-    counts["rebalances"] = derive_rebalances(spark, out)
+    counts["rebalances"] = derive_rebalances(spark, out, splits)
     counts["splits"] = len(splits)
     return dict(counts)
 
 
-def derive_rebalances(spark: Any, out: str) -> int:
-    """The rebalances table from the group records of the records table, one group per Spark task."""
-    from pyspark.sql import functions as F
-
-    records = (spark.read.schema(_spark_schema(spark, "records")).parquet(table_dir(out, "records"))
-               .where(F.col("record_type").isin(*GROUP_RECORD_TYPES) & F.col("problem").isNull()
-                      & F.col("group").isNotNull())
-               .select("group", "partition", "offset", "timestamp", "record_type", "key_json", "value_json"))
-    rows = (records.rdd.map(lambda r: (r["group"], r.asDict()))
-            .groupByKey()
-            .flatMap(lambda kv: derive(kv[0], kv[1]))
+def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:
+    """The rebalances table. A group's records all sit in one coordinator partition, so each Spark task
+    takes the part files of one partition, reads their group records with pyarrow (no JVM round trip)
+    and derives that partition's groups."""
+    parts: dict[tuple[str, int | None], list[int]] = {}
+    for number, split in enumerate(splits):
+        parts.setdefault((split.uri.rsplit("/", 1)[0], split.partition), []).append(number)
+    work = list(parts.values())
+    if not work:
+        write_part(out, "rebalances", 0, [])
+        return 0
+    rows = (spark.sparkContext.parallelize(work, len(work))
+            .flatMap(lambda numbers: _derive_partition(out, numbers))
             .collect())
     rows.sort(key=lambda r: (r["group"], r["protocol"], r["epoch"] or 0))
     write_part(out, "rebalances", 0, rows)
     return len(rows)
 
 
-def _spark_schema(spark: Any, table: str):
-    """The Spark schema of one of our tables (from its pyarrow schema)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+def _derive_partition(out: str, numbers: list[int]) -> list[dict[str, Any]]:
+    import pyarrow.dataset as ds
 
-    return from_arrow_schema(SCHEMAS[table])
+    from kprotocol.pipeline.files import filesystem
+
+    fsys, path = filesystem(table_dir(out, "records"))
+    files = [f"{path}/part-{n:05d}.parquet" for n in numbers]
+    dataset = ds.dataset(files, schema=SCHEMAS["records"], filesystem=fsys, format="parquet")
+    wanted = ds.field("record_type").isin(GROUP_RECORD_TYPES) & ds.field("problem").is_null() \
+        & ds.field("group").is_valid()
+    table = dataset.to_table(columns=["group", "partition", "offset", "timestamp", "record_type", "key_json",
+                                      "value_json"], filter=wanted)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        groups.setdefault(row["group"], []).append(row)
+    return [r for group, records in groups.items() for r in derive(group, records)]
 
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")

@@ -138,7 +138,9 @@ def derive(group: str, records: Iterable[Row]) -> list[Row]:
         protocol = METADATA.get(type_id) or TARGET_MEMBER.get(type_id) or CURRENT.get(type_id) or MEMBER.get(type_id)
         if protocol is None:
             continue
-        state = modern.setdefault(protocol, _ModernGroup(group, protocol))
+        state = modern.get(protocol)
+        if state is None:
+            state = modern[protocol] = _ModernGroup(group, protocol)
         if type_id in METADATA:
             if value is not None:
                 state.metadata(value["epoch"], ts)
