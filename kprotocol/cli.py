@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "kprotocol.assignor.cli",
     "kprotocol.toolchain.cli",
     "kprotocol.pipeline.cli",
+    "compat.gateway.cli",
 )
 
 

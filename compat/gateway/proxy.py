@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from compat.gateway.wire import expects_response, request_prefix
 from kprotocol.errors import DecodeError
 from kprotocol.framing import decode_request, decode_response, encode_request, encode_response
-from kprotocol.registry import message_class
+from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
 log = logging.getLogger("kprotocol.gateway")
@@ -140,8 +140,13 @@ class Gateway:
     # -- response rewriting ------------------------------------------------------------------------
 
     async def rewrite(self, api_key: int, api_version: int, frame: bytes) -> bytes:
-        """A response frame with every broker address replaced by the gateway listener for it."""
-        header, body = decode_response(frame, api_key, api_version)
+        """A response frame with every broker address replaced by the gateway listener for it.
+        A response kprotocol cannot read goes back unchanged (ApiVersions keeps clients below that)."""
+        try:
+            header, body = decode_response(frame, api_key, api_version)
+        except DecodeError as exc:
+            log.warning("response to api %d v%d passed through unchanged: %s", api_key, api_version, exc)
+            return frame
         if api_key == METADATA:
             brokers = [b.replace(host=h, port=p) for b in body.brokers
                        for h, p in [await self._ensure_listener(b.node_id, b.host, b.port)]]
@@ -152,13 +157,24 @@ class Gateway:
             body = body.replace(brokers=tuple(brokers))
         elif api_key == FIND_COORDINATOR:
             body = await self._rewrite_coordinator(body, api_version)
-        elif api_key == API_VERSIONS and self.extra_api_versions and body.error_code == 0:
-            have = {k.api_key for k in body.api_keys}
-            entry = type(body).ApiVersion
-            extra = tuple(entry(api_key=k, min_version=lo, max_version=hi)
-                          for k, (lo, hi) in sorted(self.extra_api_versions.items()) if k not in have)
-            body = body.replace(api_keys=body.api_keys + extra)
+        elif api_key == API_VERSIONS and body.error_code == 0:
+            body = body.replace(api_keys=self._api_versions(body))
         return encode_response(header, body, api_version)
+
+    def _api_versions(self, body: Message) -> tuple[Message, ...]:
+        """The upstream's versions, capped where the gateway reads or answers the API itself, plus the
+        APIs the gateway adds (the streams-group APIs)."""
+        entry = type(body).ApiVersion
+        keys = []
+        for k in body.api_keys:
+            if k.api_key in REWRITTEN or k.api_key in self.extra_api_versions:
+                low, high = self.extra_api_versions.get(k.api_key) or api_classes(k.api_key)[1].valid_versions
+                k = k.replace(max_version=min(k.max_version, high))
+            keys.append(k)
+        have = {k.api_key for k in keys}
+        keys += [entry(api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(self.extra_api_versions.items()) if k not in have]
+        return tuple(keys)
 
     async def _rewrite_coordinator(self, body: Message, api_version: int) -> Message:
         if api_version < 4:

@@ -1,0 +1,124 @@
+"""Throughput and latency through the gateway against direct to the broker: same client, same run.
+
+    python bench/gateway.py [--records 200000] [--record-size 1024] [--rounds 2]
+
+Starts a real broker and `kprotocol gateway` (its own process, uvloop when installed) in front of
+it, then runs Kafka's own perf tools alternately against each address:
+- ProducerPerformance (acks=1): MB/s and latency percentiles,
+- ConsumerPerformance: MB/s of fetching the same records,
+- EndToEndLatency (acks=1, 1 KB): produce-to-consume round trip percentiles,
+and prints each figure for both, the throughput ratio and the added p99 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kprotocol import message_class  # noqa: E402
+from kprotocol.toolchain import KafkaBroker, free_port, java_command  # noqa: E402
+
+PRODUCER = re.compile(r"records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
+E2E = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th = ([\d.]+)")
+
+
+def tool(main_class: str, *args: str) -> str:
+    done = subprocess.run(java_command(main_class, *args, heap="1g"), capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main_class} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def create_topic(broker: KafkaBroker, name: str, partitions: int) -> None:
+    request = message_class("CreateTopicsRequest")
+    topic = request.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)
+    with broker.connect() as conn:
+        response = conn.send(request(topics=[topic], timeout_ms=30000))
+    assert response.topics[0].error_code == 0, response
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int) -> dict[str, float]:
+    out = tool("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+               "--record-size", str(size), "--throughput", "-1", "--producer-props",
+               f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5", "batch.size=131072")
+    m = PRODUCER.findall(out)[-1]
+    return {"MB/s": float(m[1]), "p50 ms": float(m[4]), "p99 ms": float(m[6])}
+
+
+def consume(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    out = tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+               "--num-records", str(records), "--timeout", "30000")
+    header, row = [line for line in out.splitlines() if line.strip()][-2:]
+    values = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")]))
+    return {"MB/s": float(values["MB.sec"])}
+
+
+def end_to_end(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    out = tool("org.apache.kafka.tools.EndToEndLatency", bootstrap, topic, str(records), "1", "1024")
+    m = E2E.search(out)
+    return {"p50 ms": float(m[1]), "p99 ms": float(m[2]), "p99.9 ms": float(m[3])}
+
+
+def start_gateway(broker: KafkaBroker) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "kprotocol", "gateway", "--upstream", broker.bootstrap,
+                                "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    line = process.stdout.readline()  # type: ignore[union-attr]
+    if not line.startswith("gateway on"):
+        process.kill()
+        raise RuntimeError(f"gateway did not start: {line!r}")
+    return process, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--latency-records", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    results: dict[str, dict[str, list[float]]] = {"direct": {}, "gateway": {}}
+    with KafkaBroker.start(config={"num.network.threads": "3", "num.io.threads": "4"}, heap="1g") as broker:
+        gateway, port = start_gateway(broker)
+        try:
+            targets = {"direct": broker.bootstrap, "gateway": f"127.0.0.1:{port}"}
+            for round_number in range(args.rounds):
+                for name, bootstrap in (targets.items() if round_number % 2 == 0 else reversed(targets.items())):
+                    topic = f"bench-{uuid.uuid4().hex[:8]}"
+                    create_topic(broker, topic, 6)
+                    figures = {f"produce {k}": v for k, v in produce(bootstrap, topic, args.records,
+                                                                     args.record_size).items()}
+                    figures.update({f"fetch {k}": v for k, v in consume(bootstrap, topic, args.records).items()})
+                    latency_topic = f"bench-e2e-{uuid.uuid4().hex[:8]}"
+                    create_topic(broker, latency_topic, 1)
+                    figures.update({f"end-to-end {k}": v for k, v in
+                                    end_to_end(bootstrap, latency_topic, args.latency_records).items()})
+                    for key, value in figures.items():
+                        results[name].setdefault(key, []).append(value)
+                    time.sleep(1)
+        finally:
+            gateway.terminate()
+            gateway.wait(10)
+    best = {name: {k: (max(v) if "MB/s" in k else min(v)) for k, v in figures.items()}
+            for name, figures in results.items()}
+    print(f"\n{args.records:,} records of {args.record_size} B, best of {args.rounds} alternating rounds\n")
+    print("| figure | direct | gateway | gateway / direct |\n|---|---|---|---|")
+    for key in best["direct"]:
+        d, g = best["direct"][key], best["gateway"][key]
+        ratio = f"{g / d:.0%}" if "MB/s" in key else f"+{g - d:.1f} ms"
+        print(f"| {key} | {d:.2f} | {g:.2f} | {ratio} |")
+    print("\ntargets: throughput >= 70% of direct; p99 added latency < 2 ms")
+
+
+if __name__ == "__main__":
+    main()
