@@ -27,6 +27,7 @@ from kprotocol.registry import message_class
 from kprotocol.toolchain.maven import ToolchainError, java_command, kafka_libs
 
 READY_TIMEOUT_S = 30.0
+TOPIC_ALREADY_EXISTS = 36
 
 BASE_CONFIG = {
     "process.roles": "broker,controller",
@@ -145,6 +146,17 @@ class KafkaBroker:
 
     def connect(self, client_id: str = "kprotocol-test") -> Connection:
         return Connection("127.0.0.1", self.port, client_id=client_id)
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        """Create a topic through kprotocol's own CreateTopics request; an existing topic is fine."""
+        request = message_class("CreateTopicsRequest")
+        topic = request.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, configs=[
+            request.CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()])
+        with self.connect() as conn:
+            response = conn.send(request(topics=[topic], timeout_ms=30000))
+        error = response.topics[0].error_code
+        if error not in (0, TOPIC_ALREADY_EXISTS):
+            raise ToolchainError(f"CreateTopics {name}: error {error} {response.topics[0].error_message}")
 
     def stop(self, timeout: float = 30.0, keep_workdir: bool | None = None) -> int | None:
         """SIGTERM the broker's PID, wait for its clean shutdown (SIGKILL after `timeout`)."""
