@@ -35,6 +35,7 @@ def shared() -> Path:
 # A missing Java or Maven fails the run with one line; it never skips.
 
 KAFKA_FIXTURES = {"kafka_broker"}
+JAVA_TESTER_REPORT = ROOT / ".pytest_cache" / "kprotocol" / "java-tester.json"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -56,3 +57,23 @@ def kafka_broker(request: pytest.FixtureRequest):
     broker.stop(keep_workdir=failed)
     if failed:
         print(f"\nKafka broker log kept: {broker.log_path}")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        JAVA_TESTER_REPORT.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The Java round-trip tester's counts for this run (tests/test_java_tester.py)."""
+    if not JAVA_TESTER_REPORT.is_file():
+        return
+    report = json.loads(JAVA_TESTER_REPORT.read_text())
+    terminalreporter.section("Kafka Java round-trip tester")
+    terminalreporter.write_line(
+        f"{report['specVersions']} spec-versions, {report['messages']} messages "
+        f"({report['examplesPerSpecVersion']} per spec-version), {report['mismatches']} mismatches, "
+        f"{len(report['kafkaRefused'])} refused by Kafka's classes")
+    if report["pending"]:
+        terminalreporter.write_line(f"{len(report['pending'])} specs pending (schemas/ differs from the release): "
+                                    + ", ".join(sorted(report["pending"])))

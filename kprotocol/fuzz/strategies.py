@@ -72,12 +72,11 @@ def _unknown_tags(known: set[int]) -> st.SearchStrategy[tuple[tuple[int, bytes],
 def structs(cls: type[Struct], version: int, flexible: bool, depth: int = 0, max_len: int = 4) -> st.SearchStrategy:
     """Instances of struct `cls` whose fields absent at `version` hold their defaults."""
     parts: dict[str, st.SearchStrategy[Any]] = {}
-    known_tags = set()
+    # Kafka refuses a tag that the spec gives a field in any version, even one absent at this version.
+    known_tags = {f.tag for f in cls._spec if f.tag is not None}
     for f in cls._spec:
         if f.present(version):
             parts[f.name] = _field(f, version, flexible, depth, max_len)
-            if f.tagged_at(version):
-                known_tags.add(f.tag)
     if flexible:
         parts["unknown_tagged_fields"] = _unknown_tags(known_tags)  # type: ignore[assignment]
     return st.fixed_dictionaries(parts).map(lambda kw: cls(**kw))

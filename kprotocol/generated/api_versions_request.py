@@ -8,17 +8,18 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
-
+_U_i = _Struct('>i').unpack_from
+_P_i = _Struct('>i').pack
 
 
 class ApiVersionsRequest(Message):
     """ApiVersionsRequest: request message."""
 
     __slots__ = ()
-    _fields = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
+    _fields = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id', 'unknown_tagged_fields')
     spec_type = 'request'
     api_key = 18
-    valid_versions = (0, 4)
+    valid_versions = (0, 5)
     flexible_versions = (3, 32767)
 
     def __new__(
@@ -26,17 +27,21 @@ class ApiVersionsRequest(Message):
         *,
         client_software_name: str = '',
         client_software_version: str = '',
+        cluster_id: str | None = None,
+        node_id: int = -1,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> ApiVersionsRequest:
-        return _new(cls, (client_software_name, client_software_version, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (client_software_name, client_software_version, cluster_id, node_id, as_tuple(unknown_tagged_fields),))
 
     client_software_name: str = attribute(0)
     client_software_version: str = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    cluster_id: str | None = attribute(2)
+    node_id: int = attribute(3)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(4)
 
 
 def _d_ApiVersionsRequest_0(b: bytes, p: int) -> tuple[ApiVersionsRequest, int]:
-    return _new(ApiVersionsRequest, ('', '', (),)), p
+    return _new(ApiVersionsRequest, ('', '', None, -1, (),)), p
 
 def _d_ApiVersionsRequest_1(b: bytes, p: int) -> tuple[ApiVersionsRequest, int]:
     _f = ''
@@ -68,19 +73,56 @@ def _d_ApiVersionsRequest_1(b: bytes, p: int) -> tuple[ApiVersionsRequest, int]:
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(ApiVersionsRequest, (v0, v1, vt,)), p
+    return _new(ApiVersionsRequest, (v0, v1, None, -1, vt,)), p
+
+def _d_ApiVersionsRequest_2(b: bytes, p: int) -> tuple[ApiVersionsRequest, int]:
+    _f = ''
+    try:
+        _f = 'client_software_name'
+        v0, p = read_compact_string(b, p)
+        if v0 is None:
+            raise null_field()
+        _f = 'client_software_version'
+        v1, p = read_compact_string(b, p)
+        if v1 is None:
+            raise null_field()
+        _f = 'cluster_id'
+        v2, p = read_compact_string(b, p)
+        _f = 'node_id'
+        (v3,) = _U_i(b, p)
+        p += 4
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(ApiVersionsRequest, (v0, v1, v2, v3, vt,)), p
 
 def _e_ApiVersionsRequest_0(o: ApiVersionsRequest, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, v3, vt,) = o
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
 def _e_ApiVersionsRequest_1(o: ApiVersionsRequest, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, v3, vt,) = o
         _f = 'client_software_name'
         write_compact_string(w, v0)
         _f = 'client_software_version'
@@ -92,17 +134,40 @@ def _e_ApiVersionsRequest_1(o: ApiVersionsRequest, w: Callable[[bytes], object])
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
+def _e_ApiVersionsRequest_2(o: ApiVersionsRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, vt,) = o
+        _f = 'client_software_name'
+        write_compact_string(w, v0)
+        _f = 'client_software_version'
+        write_compact_string(w, v1)
+        _f = 'cluster_id'
+        write_compact_string_nullable(w, v2)
+        _f = 'node_id'
+        w(_P_i(v3))
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
 
 ApiVersionsRequest._spec = (
     Field('client_software_name', 'clientSoftwareName', 'string', None, None, (3, 32767), None, None, None, '', True, INHERIT),
     Field('client_software_version', 'clientSoftwareVersion', 'string', None, None, (3, 32767), None, None, None, '', True, INHERIT),
+    Field('cluster_id', 'clusterId', 'string', None, None, (5, 32767), (5, 32767), None, None, None, True, INHERIT),
+    Field('node_id', 'nodeId', 'int32', None, None, (5, 32767), None, None, None, -1, True, INHERIT),
 )
-ApiVersionsRequest._decoders = {0: _d_ApiVersionsRequest_0, 1: _d_ApiVersionsRequest_0, 2: _d_ApiVersionsRequest_0, 3: _d_ApiVersionsRequest_1, 4: _d_ApiVersionsRequest_1}
-ApiVersionsRequest._encoders = {0: _e_ApiVersionsRequest_0, 1: _e_ApiVersionsRequest_0, 2: _e_ApiVersionsRequest_0, 3: _e_ApiVersionsRequest_1, 4: _e_ApiVersionsRequest_1}
+ApiVersionsRequest._decoders = {0: _d_ApiVersionsRequest_0, 1: _d_ApiVersionsRequest_0, 2: _d_ApiVersionsRequest_0, 3: _d_ApiVersionsRequest_1, 4: _d_ApiVersionsRequest_1, 5: _d_ApiVersionsRequest_2}
+ApiVersionsRequest._encoders = {0: _e_ApiVersionsRequest_0, 1: _e_ApiVersionsRequest_0, 2: _e_ApiVersionsRequest_0, 3: _e_ApiVersionsRequest_1, 4: _e_ApiVersionsRequest_1, 5: _e_ApiVersionsRequest_2}
 
 install_plans(globals(), (
-    ('_d_ApiVersionsRequest_0', 'ApiVersionsRequest', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, ()), )),
-    ('_d_ApiVersionsRequest_1', 'ApiVersionsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_ApiVersionsRequest_0', 'ApiVersionsRequest', 3, ()),
-    ('_e_ApiVersionsRequest_1', 'ApiVersionsRequest', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ApiVersionsRequest_0', 'ApiVersionsRequest', 5, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ''), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, ()), )),
+    ('_d_ApiVersionsRequest_1', 'ApiVersionsRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ApiVersionsRequest_2', 'ApiVersionsRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ApiVersionsRequest_0', 'ApiVersionsRequest', 5, ()),
+    ('_e_ApiVersionsRequest_1', 'ApiVersionsRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_e_ApiVersionsRequest_2', 'ApiVersionsRequest', 5, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
 ))

@@ -104,7 +104,7 @@ class ApiVersionsResponse(Message):
     _fields = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields')
     spec_type = 'response'
     api_key = 18
-    valid_versions = (0, 4)
+    valid_versions = (0, 5)
     flexible_versions = (3, 32767)
 
     def __new__(
@@ -627,22 +627,22 @@ ApiVersion._spec = (
     Field('min_version', 'minVersion', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('max_version', 'maxVersion', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-ApiVersion._decoders = {0: _d_ApiVersion_0, 1: _d_ApiVersion_0, 2: _d_ApiVersion_0, 3: _d_ApiVersion_1, 4: _d_ApiVersion_1}
-ApiVersion._encoders = {0: _e_ApiVersion_0, 1: _e_ApiVersion_0, 2: _e_ApiVersion_0, 3: _e_ApiVersion_1, 4: _e_ApiVersion_1}
+ApiVersion._decoders = {0: _d_ApiVersion_0, 1: _d_ApiVersion_0, 2: _d_ApiVersion_0, 3: _d_ApiVersion_1, 4: _d_ApiVersion_1, 5: _d_ApiVersion_1}
+ApiVersion._encoders = {0: _e_ApiVersion_0, 1: _e_ApiVersion_0, 2: _e_ApiVersion_0, 3: _e_ApiVersion_1, 4: _e_ApiVersion_1, 5: _e_ApiVersion_1}
 SupportedFeatureKey._spec = (
     Field('name', 'name', 'string', None, None, (3, 32767), None, None, None, '', False, INHERIT),
     Field('min_version', 'minVersion', 'int16', None, None, (3, 32767), None, None, None, 0, False, INHERIT),
     Field('max_version', 'maxVersion', 'int16', None, None, (3, 32767), None, None, None, 0, False, INHERIT),
 )
-SupportedFeatureKey._decoders = {0: _d_SupportedFeatureKey_0, 1: _d_SupportedFeatureKey_0, 2: _d_SupportedFeatureKey_0, 3: _d_SupportedFeatureKey_1, 4: _d_SupportedFeatureKey_1}
-SupportedFeatureKey._encoders = {0: _e_SupportedFeatureKey_0, 1: _e_SupportedFeatureKey_1, 2: _e_SupportedFeatureKey_2, 3: _e_SupportedFeatureKey_3, 4: _e_SupportedFeatureKey_3}
+SupportedFeatureKey._decoders = {0: _d_SupportedFeatureKey_0, 1: _d_SupportedFeatureKey_0, 2: _d_SupportedFeatureKey_0, 3: _d_SupportedFeatureKey_1, 4: _d_SupportedFeatureKey_1, 5: _d_SupportedFeatureKey_1}
+SupportedFeatureKey._encoders = {0: _e_SupportedFeatureKey_0, 1: _e_SupportedFeatureKey_1, 2: _e_SupportedFeatureKey_2, 3: _e_SupportedFeatureKey_3, 4: _e_SupportedFeatureKey_3, 5: _e_SupportedFeatureKey_3}
 FinalizedFeatureKey._spec = (
     Field('name', 'name', 'string', None, None, (3, 32767), None, None, None, '', False, INHERIT),
     Field('max_version_level', 'maxVersionLevel', 'int16', None, None, (3, 32767), None, None, None, 0, False, INHERIT),
     Field('min_version_level', 'minVersionLevel', 'int16', None, None, (3, 32767), None, None, None, 0, False, INHERIT),
 )
-FinalizedFeatureKey._decoders = {0: _d_FinalizedFeatureKey_0, 1: _d_FinalizedFeatureKey_0, 2: _d_FinalizedFeatureKey_0, 3: _d_FinalizedFeatureKey_1, 4: _d_FinalizedFeatureKey_1}
-FinalizedFeatureKey._encoders = {0: _e_FinalizedFeatureKey_0, 1: _e_FinalizedFeatureKey_1, 2: _e_FinalizedFeatureKey_2, 3: _e_FinalizedFeatureKey_3, 4: _e_FinalizedFeatureKey_3}
+FinalizedFeatureKey._decoders = {0: _d_FinalizedFeatureKey_0, 1: _d_FinalizedFeatureKey_0, 2: _d_FinalizedFeatureKey_0, 3: _d_FinalizedFeatureKey_1, 4: _d_FinalizedFeatureKey_1, 5: _d_FinalizedFeatureKey_1}
+FinalizedFeatureKey._encoders = {0: _e_FinalizedFeatureKey_0, 1: _e_FinalizedFeatureKey_1, 2: _e_FinalizedFeatureKey_2, 3: _e_FinalizedFeatureKey_3, 4: _e_FinalizedFeatureKey_3, 5: _e_FinalizedFeatureKey_3}
 ApiVersionsResponse._spec = (
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('api_keys', 'apiKeys', 'array', 'struct', ApiVersion, (0, 32767), None, None, None, (), False, INHERIT),
@@ -652,8 +652,8 @@ ApiVersionsResponse._spec = (
     Field('finalized_features', 'finalizedFeatures', 'array', 'struct', FinalizedFeatureKey, (3, 32767), None, (3, 32767), 2, (), True, INHERIT),
     Field('zk_migration_ready', 'zkMigrationReady', 'bool', None, None, (3, 32767), None, (3, 32767), 3, False, True, INHERIT),
 )
-ApiVersionsResponse._decoders = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_2, 4: _d_ApiVersionsResponse_2}
-ApiVersionsResponse._encoders = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_1, 3: _e_ApiVersionsResponse_2, 4: _e_ApiVersionsResponse_2}
+ApiVersionsResponse._decoders = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_2, 4: _d_ApiVersionsResponse_2, 5: _d_ApiVersionsResponse_2}
+ApiVersionsResponse._encoders = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_1, 3: _e_ApiVersionsResponse_2, 4: _e_ApiVersionsResponse_2, 5: _e_ApiVersionsResponse_2}
 ApiVersionsResponse.ApiVersion = ApiVersion
 ApiVersionsResponse.SupportedFeatureKey = SupportedFeatureKey
 ApiVersionsResponse.FinalizedFeatureKey = FinalizedFeatureKey

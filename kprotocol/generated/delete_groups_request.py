@@ -18,7 +18,7 @@ class DeleteGroupsRequest(Message):
     _fields = ('groups_names', 'unknown_tagged_fields')
     spec_type = 'request'
     api_key = 42
-    valid_versions = (0, 2)
+    valid_versions = (0, 3)
     flexible_versions = (2, 32767)
 
     def __new__(
@@ -124,8 +124,8 @@ def _e_DeleteGroupsRequest_1(o: DeleteGroupsRequest, w: Callable[[bytes], object
 DeleteGroupsRequest._spec = (
     Field('groups_names', 'groupsNames', 'array', 'string', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-DeleteGroupsRequest._decoders = {0: _d_DeleteGroupsRequest_0, 1: _d_DeleteGroupsRequest_0, 2: _d_DeleteGroupsRequest_1}
-DeleteGroupsRequest._encoders = {0: _e_DeleteGroupsRequest_0, 1: _e_DeleteGroupsRequest_0, 2: _e_DeleteGroupsRequest_1}
+DeleteGroupsRequest._decoders = {0: _d_DeleteGroupsRequest_0, 1: _d_DeleteGroupsRequest_0, 2: _d_DeleteGroupsRequest_1, 3: _d_DeleteGroupsRequest_1}
+DeleteGroupsRequest._encoders = {0: _e_DeleteGroupsRequest_0, 1: _e_DeleteGroupsRequest_0, 2: _e_DeleteGroupsRequest_1, 3: _e_DeleteGroupsRequest_1}
 
 install_plans(globals(), (
     ('_d_DeleteGroupsRequest_0', 'DeleteGroupsRequest', 2, ((3, 0, 9, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, ()), )),

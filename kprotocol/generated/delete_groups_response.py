@@ -18,20 +18,22 @@ class DeletableGroupResult(Struct):
     """DeletableGroupResult: a struct within DeleteGroupsResponse."""
 
     __slots__ = ()
-    _fields = ('group_id', 'error_code', 'unknown_tagged_fields')
+    _fields = ('group_id', 'error_code', 'error_message', 'unknown_tagged_fields')
 
     def __new__(
         cls,
         *,
         group_id: str = '',
         error_code: int = 0,
+        error_message: str | None = None,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> DeletableGroupResult:
-        return _new(cls, (group_id, error_code, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (group_id, error_code, error_message, as_tuple(unknown_tagged_fields),))
 
     group_id: str = attribute(0)
     error_code: int = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    error_message: str | None = attribute(2)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 _DEFAULT_DeletableGroupResult = DeletableGroupResult()
@@ -44,7 +46,7 @@ class DeleteGroupsResponse(Message):
     _fields = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     spec_type = 'response'
     api_key = 42
-    valid_versions = (0, 2)
+    valid_versions = (0, 3)
     flexible_versions = (2, 32767)
 
     def __new__(
@@ -73,7 +75,7 @@ def _d_DeletableGroupResult_0(b: bytes, p: int) -> tuple[DeletableGroupResult, i
         p += 2
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(DeletableGroupResult, (v0, v1, (),)), p
+    return _new(DeletableGroupResult, (v0, v1, None, (),)), p
 
 def _d_DeletableGroupResult_1(b: bytes, p: int) -> tuple[DeletableGroupResult, int]:
     _f = ''
@@ -104,12 +106,45 @@ def _d_DeletableGroupResult_1(b: bytes, p: int) -> tuple[DeletableGroupResult, i
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(DeletableGroupResult, (v0, v1, vt,)), p
+    return _new(DeletableGroupResult, (v0, v1, None, vt,)), p
+
+def _d_DeletableGroupResult_2(b: bytes, p: int) -> tuple[DeletableGroupResult, int]:
+    _f = ''
+    try:
+        _f = 'group_id'
+        v0, p = read_compact_string(b, p)
+        if v0 is None:
+            raise null_field()
+        _f = 'error_code'
+        (v1,) = _U_h(b, p)
+        p += 2
+        _f = 'error_message'
+        v2, p = read_compact_string(b, p)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(DeletableGroupResult, (v0, v1, v2, vt,)), p
 
 def _e_DeletableGroupResult_0(o: DeletableGroupResult, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
         _f = 'group_id'
         write_string(w, v0)
         _f = 'error_code'
@@ -120,11 +155,28 @@ def _e_DeletableGroupResult_0(o: DeletableGroupResult, w: Callable[[bytes], obje
 def _e_DeletableGroupResult_1(o: DeletableGroupResult, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
         _f = 'group_id'
         write_compact_string(w, v0)
         _f = 'error_code'
         w(_P_h(v1))
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_DeletableGroupResult_2(o: DeletableGroupResult, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'group_id'
+        write_compact_string(w, v0)
+        _f = 'error_code'
+        w(_P_h(v1))
+        _f = 'error_message'
+        write_compact_string_nullable(w, v2)
         if vt:
             write_tagged(w, [], vt)
         else:
@@ -195,6 +247,46 @@ def _d_DeleteGroupsResponse_1(b: bytes, p: int) -> tuple[DeleteGroupsResponse, i
         raise wrap_decode_error(exc, _f, p) from None
     return _new(DeleteGroupsResponse, (v0, v1, vt,)), p
 
+def _d_DeleteGroupsResponse_2(b: bytes, p: int) -> tuple[DeleteGroupsResponse, int]:
+    _f = ''
+    try:
+        _f = 'throttle_time_ms'
+        (v0,) = _U_i(b, p)
+        p += 4
+        _f = 'results'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_DeletableGroupResult_2(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v1 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(DeleteGroupsResponse, (v0, v1, vt,)), p
+
 def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
@@ -231,28 +323,53 @@ def _e_DeleteGroupsResponse_1(o: DeleteGroupsResponse, w: Callable[[bytes], obje
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
+def _e_DeleteGroupsResponse_2(o: DeleteGroupsResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'results'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_DeletableGroupResult_2(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
 
 DeletableGroupResult._spec = (
     Field('group_id', 'groupId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('error_message', 'errorMessage', 'string', None, None, (3, 32767), (3, 32767), None, None, None, True, INHERIT),
 )
-DeletableGroupResult._decoders = {0: _d_DeletableGroupResult_0, 1: _d_DeletableGroupResult_0, 2: _d_DeletableGroupResult_1}
-DeletableGroupResult._encoders = {0: _e_DeletableGroupResult_0, 1: _e_DeletableGroupResult_0, 2: _e_DeletableGroupResult_1}
+DeletableGroupResult._decoders = {0: _d_DeletableGroupResult_0, 1: _d_DeletableGroupResult_0, 2: _d_DeletableGroupResult_1, 3: _d_DeletableGroupResult_2}
+DeletableGroupResult._encoders = {0: _e_DeletableGroupResult_0, 1: _e_DeletableGroupResult_0, 2: _e_DeletableGroupResult_1, 3: _e_DeletableGroupResult_2}
 DeleteGroupsResponse._spec = (
     Field('throttle_time_ms', 'throttleTimeMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('results', 'results', 'array', 'struct', DeletableGroupResult, (0, 32767), None, None, None, (), False, INHERIT),
 )
-DeleteGroupsResponse._decoders = {0: _d_DeleteGroupsResponse_0, 1: _d_DeleteGroupsResponse_0, 2: _d_DeleteGroupsResponse_1}
-DeleteGroupsResponse._encoders = {0: _e_DeleteGroupsResponse_0, 1: _e_DeleteGroupsResponse_0, 2: _e_DeleteGroupsResponse_1}
+DeleteGroupsResponse._decoders = {0: _d_DeleteGroupsResponse_0, 1: _d_DeleteGroupsResponse_0, 2: _d_DeleteGroupsResponse_1, 3: _d_DeleteGroupsResponse_2}
+DeleteGroupsResponse._encoders = {0: _e_DeleteGroupsResponse_0, 1: _e_DeleteGroupsResponse_0, 2: _e_DeleteGroupsResponse_1, 3: _e_DeleteGroupsResponse_2}
 DeleteGroupsResponse.DeletableGroupResult = DeletableGroupResult
 
 install_plans(globals(), (
-    ('_d_DeletableGroupResult_0', 'DeletableGroupResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), )),
-    ('_d_DeletableGroupResult_1', 'DeletableGroupResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_DeletableGroupResult_0', 'DeletableGroupResult', 3, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
-    ('_e_DeletableGroupResult_1', 'DeletableGroupResult', 3, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeletableGroupResult_0', 'DeletableGroupResult', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_DeletableGroupResult_1', 'DeletableGroupResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_DeletableGroupResult_2', 'DeletableGroupResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableGroupResult_0', 'DeletableGroupResult', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
+    ('_e_DeletableGroupResult_1', 'DeletableGroupResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_DeletableGroupResult_2', 'DeletableGroupResult', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_DeleteGroupsResponse_0', 'DeleteGroupsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_DeletableGroupResult_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
     ('_d_DeleteGroupsResponse_1', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableGroupResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DeleteGroupsResponse_2', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DeletableGroupResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_DeleteGroupsResponse_0', 'DeleteGroupsResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_DeletableGroupResult_0', None), )),
     ('_e_DeleteGroupsResponse_1', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableGroupResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_DeleteGroupsResponse_2', 'DeleteGroupsResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DeletableGroupResult_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
 ))

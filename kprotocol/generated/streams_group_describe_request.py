@@ -10,16 +10,18 @@ from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime nam
 
 _U_b = _Struct('>b').unpack_from
 _P_b = _Struct('>b').pack
+_U_bb = _Struct('>bb').unpack_from
+_P_bb = _Struct('>bb').pack
 
 
 class StreamsGroupDescribeRequest(Message):
     """StreamsGroupDescribeRequest: request message."""
 
     __slots__ = ()
-    _fields = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
+    _fields = ('group_ids', 'include_authorized_operations', 'include_topology_description', 'unknown_tagged_fields')
     spec_type = 'request'
     api_key = 89
-    valid_versions = (0, 0)
+    valid_versions = (0, 1)
     flexible_versions = (0, 32767)
 
     def __new__(
@@ -27,13 +29,15 @@ class StreamsGroupDescribeRequest(Message):
         *,
         group_ids: tuple[str, ...] = (),
         include_authorized_operations: bool = False,
+        include_topology_description: bool = False,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> StreamsGroupDescribeRequest:
-        return _new(cls, (as_tuple(group_ids), include_authorized_operations, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (as_tuple(group_ids), include_authorized_operations, include_topology_description, as_tuple(unknown_tagged_fields),))
 
     group_ids: tuple[str, ...] = attribute(0)
     include_authorized_operations: bool = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    include_topology_description: bool = attribute(2)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 def _d_StreamsGroupDescribeRequest_0(b: bytes, p: int) -> tuple[StreamsGroupDescribeRequest, int]:
@@ -74,12 +78,56 @@ def _d_StreamsGroupDescribeRequest_0(b: bytes, p: int) -> tuple[StreamsGroupDesc
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(StreamsGroupDescribeRequest, (v0, v1, vt,)), p
+    return _new(StreamsGroupDescribeRequest, (v0, v1, False, vt,)), p
+
+def _d_StreamsGroupDescribeRequest_1(b: bytes, p: int) -> tuple[StreamsGroupDescribeRequest, int]:
+    _f = ''
+    try:
+        _f = 'group_ids'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                x, p = read_compact_string(b, p)
+                if x is None:
+                    raise null_field()
+                a.append(x)
+            v0 = tuple(a)
+        _f = 'include_authorized_operations'
+        (v1, v2,) = _U_bb(b, p)
+        p += 2
+        v1 = check_bool(v1, p - 2)
+        v2 = check_bool(v2, p - 2)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(StreamsGroupDescribeRequest, (v0, v1, v2, vt,)), p
 
 def _e_StreamsGroupDescribeRequest_0(o: StreamsGroupDescribeRequest, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'include_topology_description'
+        if v2 != False:
+            raise unsupported_field(0)
         _f = 'group_ids'
         if v0 is None:
             raise null_value()
@@ -96,15 +144,38 @@ def _e_StreamsGroupDescribeRequest_0(o: StreamsGroupDescribeRequest, w: Callable
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
+def _e_StreamsGroupDescribeRequest_1(o: StreamsGroupDescribeRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'group_ids'
+        if v0 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v0)))
+            for x in v0:
+                write_compact_string(w, x)
+        _f = 'include_authorized_operations'
+        w(_P_bb(v1, v2))
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
 
 StreamsGroupDescribeRequest._spec = (
     Field('group_ids', 'groupIds', 'array', 'string', None, (0, 32767), None, None, None, (), False, INHERIT),
     Field('include_authorized_operations', 'includeAuthorizedOperations', 'bool', None, None, (0, 32767), None, None, None, False, False, INHERIT),
+    Field('include_topology_description', 'includeTopologyDescription', 'bool', None, None, (1, 32767), None, None, None, False, False, INHERIT),
 )
-StreamsGroupDescribeRequest._decoders = {0: _d_StreamsGroupDescribeRequest_0}
-StreamsGroupDescribeRequest._encoders = {0: _e_StreamsGroupDescribeRequest_0}
+StreamsGroupDescribeRequest._decoders = {0: _d_StreamsGroupDescribeRequest_0, 1: _d_StreamsGroupDescribeRequest_1}
+StreamsGroupDescribeRequest._encoders = {0: _e_StreamsGroupDescribeRequest_0, 1: _e_StreamsGroupDescribeRequest_1}
 
 install_plans(globals(), (
-    ('_d_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 3, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 4, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, False), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupDescribeRequest_1', 'StreamsGroupDescribeRequest', 4, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupDescribeRequest_0', 'StreamsGroupDescribeRequest', 4, ((7, 2, 0, 0, 0, -1, None, False), (3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupDescribeRequest_1', 'StreamsGroupDescribeRequest', 4, ((3, 0, 9, 1, 0, -1, None, None), (0, 1, 0, 1, 0, -1, None, None), (0, 2, 0, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
 ))

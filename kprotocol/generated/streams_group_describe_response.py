@@ -271,11 +271,111 @@ class Member(Struct):
 _DEFAULT_Member = Member()
 
 
+class TopologyDescriptionNode(Struct):
+    """TopologyDescriptionNode: a struct within StreamsGroupDescribeResponse."""
+
+    __slots__ = ()
+    _fields = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors', 'unknown_tagged_fields')
+
+    def __new__(
+        cls,
+        *,
+        name: str = '',
+        node_type: int = 0,
+        source_topics: tuple[str, ...] = (),
+        sink_topic: str | None = None,
+        stores: tuple[str, ...] = (),
+        successors: tuple[str, ...] = (),
+        unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
+    ) -> TopologyDescriptionNode:
+        return _new(cls, (name, node_type, as_tuple(source_topics), sink_topic, as_tuple(stores), as_tuple(successors), as_tuple(unknown_tagged_fields),))
+
+    name: str = attribute(0)
+    node_type: int = attribute(1)
+    source_topics: tuple[str, ...] = attribute(2)
+    sink_topic: str | None = attribute(3)
+    stores: tuple[str, ...] = attribute(4)
+    successors: tuple[str, ...] = attribute(5)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(6)
+
+
+_DEFAULT_TopologyDescriptionNode = TopologyDescriptionNode()
+
+
+class TopologyDescriptionSubtopology(Struct):
+    """TopologyDescriptionSubtopology: a struct within StreamsGroupDescribeResponse."""
+
+    __slots__ = ()
+    _fields = ('subtopology_id', 'nodes', 'unknown_tagged_fields')
+
+    def __new__(
+        cls,
+        *,
+        subtopology_id: str = '',
+        nodes: tuple[TopologyDescriptionNode, ...] = (),
+        unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
+    ) -> TopologyDescriptionSubtopology:
+        return _new(cls, (subtopology_id, as_tuple(nodes), as_tuple(unknown_tagged_fields),))
+
+    subtopology_id: str = attribute(0)
+    nodes: tuple[TopologyDescriptionNode, ...] = attribute(1)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+
+
+_DEFAULT_TopologyDescriptionSubtopology = TopologyDescriptionSubtopology()
+
+
+class TopologyDescriptionGlobalStore(Struct):
+    """TopologyDescriptionGlobalStore: a struct within StreamsGroupDescribeResponse."""
+
+    __slots__ = ()
+    _fields = ('source', 'processor', 'unknown_tagged_fields')
+
+    def __new__(
+        cls,
+        *,
+        source: TopologyDescriptionNode = _DEFAULT_TopologyDescriptionNode,
+        processor: TopologyDescriptionNode = _DEFAULT_TopologyDescriptionNode,
+        unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
+    ) -> TopologyDescriptionGlobalStore:
+        return _new(cls, (source, processor, as_tuple(unknown_tagged_fields),))
+
+    source: TopologyDescriptionNode = attribute(0)
+    processor: TopologyDescriptionNode = attribute(1)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+
+
+_DEFAULT_TopologyDescriptionGlobalStore = TopologyDescriptionGlobalStore()
+
+
+class TopologyDescription(Struct):
+    """TopologyDescription: a struct within StreamsGroupDescribeResponse."""
+
+    __slots__ = ()
+    _fields = ('subtopologies', 'global_stores', 'unknown_tagged_fields')
+
+    def __new__(
+        cls,
+        *,
+        subtopologies: tuple[TopologyDescriptionSubtopology, ...] = (),
+        global_stores: tuple[TopologyDescriptionGlobalStore, ...] = (),
+        unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
+    ) -> TopologyDescription:
+        return _new(cls, (as_tuple(subtopologies), as_tuple(global_stores), as_tuple(unknown_tagged_fields),))
+
+    subtopologies: tuple[TopologyDescriptionSubtopology, ...] = attribute(0)
+    global_stores: tuple[TopologyDescriptionGlobalStore, ...] = attribute(1)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+
+
+_DEFAULT_TopologyDescription = TopologyDescription()
+
+
 class DescribedGroup(Struct):
     """DescribedGroup: a struct within StreamsGroupDescribeResponse."""
 
     __slots__ = ()
-    _fields = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations', 'unknown_tagged_fields')
+    _fields = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations', 'topology_description', 'topology_description_status', 'assignor_name', 'unknown_tagged_fields')
 
     def __new__(
         cls,
@@ -289,9 +389,12 @@ class DescribedGroup(Struct):
         topology: Topology | None = None,
         members: tuple[Member, ...] = (),
         authorized_operations: int = -2147483648,
+        topology_description: TopologyDescription | None = None,
+        topology_description_status: int = 0,
+        assignor_name: str | None = None,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> DescribedGroup:
-        return _new(cls, (error_code, error_message, group_id, group_state, group_epoch, assignment_epoch, topology, as_tuple(members), authorized_operations, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (error_code, error_message, group_id, group_state, group_epoch, assignment_epoch, topology, as_tuple(members), authorized_operations, topology_description, topology_description_status, assignor_name, as_tuple(unknown_tagged_fields),))
 
     error_code: int = attribute(0)
     error_message: str | None = attribute(1)
@@ -302,7 +405,10 @@ class DescribedGroup(Struct):
     topology: Topology | None = attribute(6)
     members: tuple[Member, ...] = attribute(7)
     authorized_operations: int = attribute(8)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(9)
+    topology_description: TopologyDescription | None = attribute(9)
+    topology_description_status: int = attribute(10)
+    assignor_name: str | None = attribute(11)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(12)
 
 
 _DEFAULT_DescribedGroup = DescribedGroup()
@@ -315,7 +421,7 @@ class StreamsGroupDescribeResponse(Message):
     _fields = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     spec_type = 'response'
     api_key = 89
-    valid_versions = (0, 0)
+    valid_versions = (0, 1)
     flexible_versions = (0, 32767)
 
     def __new__(
@@ -1030,6 +1136,468 @@ def _e_Member_0(o: Member, w: Callable[[bytes], object]) -> None:
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
+def _d_TopologyDescriptionNode_0(b: bytes, p: int) -> tuple[TopologyDescriptionNode, int]:
+    _f = ''
+    try:
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionNode, ('', 0, (), None, (), (), vt,)), p
+
+def _d_TopologyDescriptionNode_1(b: bytes, p: int) -> tuple[TopologyDescriptionNode, int]:
+    _f = ''
+    try:
+        _f = 'name'
+        v0, p = read_compact_string(b, p)
+        if v0 is None:
+            raise null_field()
+        _f = 'node_type'
+        (v1,) = _U_b(b, p)
+        p += 1
+        _f = 'source_topics'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                x, p = read_compact_string(b, p)
+                if x is None:
+                    raise null_field()
+                a.append(x)
+            v2 = tuple(a)
+        _f = 'sink_topic'
+        v3, p = read_compact_string(b, p)
+        _f = 'stores'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                x, p = read_compact_string(b, p)
+                if x is None:
+                    raise null_field()
+                a.append(x)
+            v4 = tuple(a)
+        _f = 'successors'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                x, p = read_compact_string(b, p)
+                if x is None:
+                    raise null_field()
+                a.append(x)
+            v5 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionNode, (v0, v1, v2, v3, v4, v5, vt,)), p
+
+def _e_TopologyDescriptionNode_0(o: TopologyDescriptionNode, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'name'
+        if v0 != '':
+            raise unsupported_field(0)
+        _f = 'node_type'
+        if v1 != 0:
+            raise unsupported_field(0)
+        _f = 'source_topics'
+        if v2 != ():
+            raise unsupported_field(0)
+        _f = 'sink_topic'
+        if v3 != None:
+            raise unsupported_field(0)
+        _f = 'stores'
+        if v4 != ():
+            raise unsupported_field(0)
+        _f = 'successors'
+        if v5 != ():
+            raise unsupported_field(0)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TopologyDescriptionNode_1(o: TopologyDescriptionNode, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'name'
+        write_compact_string(w, v0)
+        _f = 'node_type'
+        w(_P_b(v1))
+        _f = 'source_topics'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
+                write_compact_string(w, x)
+        _f = 'sink_topic'
+        write_compact_string_nullable(w, v3)
+        _f = 'stores'
+        if v4 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v4)))
+            for x in v4:
+                write_compact_string(w, x)
+        _f = 'successors'
+        if v5 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v5)))
+            for x in v5:
+                write_compact_string(w, x)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _d_TopologyDescriptionSubtopology_0(b: bytes, p: int) -> tuple[TopologyDescriptionSubtopology, int]:
+    _f = ''
+    try:
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionSubtopology, ('', (), vt,)), p
+
+def _d_TopologyDescriptionSubtopology_1(b: bytes, p: int) -> tuple[TopologyDescriptionSubtopology, int]:
+    _f = ''
+    try:
+        _f = 'subtopology_id'
+        v0, p = read_compact_string(b, p)
+        if v0 is None:
+            raise null_field()
+        _f = 'nodes'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TopologyDescriptionNode_1(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v1 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionSubtopology, (v0, v1, vt,)), p
+
+def _e_TopologyDescriptionSubtopology_0(o: TopologyDescriptionSubtopology, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'subtopology_id'
+        if v0 != '':
+            raise unsupported_field(0)
+        _f = 'nodes'
+        if v1 != ():
+            raise unsupported_field(0)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TopologyDescriptionSubtopology_1(o: TopologyDescriptionSubtopology, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'subtopology_id'
+        write_compact_string(w, v0)
+        _f = 'nodes'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TopologyDescriptionNode_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _d_TopologyDescriptionGlobalStore_0(b: bytes, p: int) -> tuple[TopologyDescriptionGlobalStore, int]:
+    _f = ''
+    try:
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionGlobalStore, (_DEFAULT_TopologyDescriptionNode, _DEFAULT_TopologyDescriptionNode, vt,)), p
+
+def _d_TopologyDescriptionGlobalStore_1(b: bytes, p: int) -> tuple[TopologyDescriptionGlobalStore, int]:
+    _f = ''
+    try:
+        _f = 'source'
+        v0, p = _d_TopologyDescriptionNode_1(b, p)
+        _f = 'processor'
+        v1, p = _d_TopologyDescriptionNode_1(b, p)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescriptionGlobalStore, (v0, v1, vt,)), p
+
+def _e_TopologyDescriptionGlobalStore_0(o: TopologyDescriptionGlobalStore, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'source'
+        if v0 != _DEFAULT_TopologyDescriptionNode:
+            raise unsupported_field(0)
+        _f = 'processor'
+        if v1 != _DEFAULT_TopologyDescriptionNode:
+            raise unsupported_field(0)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TopologyDescriptionGlobalStore_1(o: TopologyDescriptionGlobalStore, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'source'
+        _e_TopologyDescriptionNode_1(v0, w)
+        _f = 'processor'
+        _e_TopologyDescriptionNode_1(v1, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _d_TopologyDescription_0(b: bytes, p: int) -> tuple[TopologyDescription, int]:
+    _f = ''
+    try:
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescription, ((), (), vt,)), p
+
+def _d_TopologyDescription_1(b: bytes, p: int) -> tuple[TopologyDescription, int]:
+    _f = ''
+    try:
+        _f = 'subtopologies'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TopologyDescriptionSubtopology_1(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v0 = tuple(a)
+        _f = 'global_stores'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TopologyDescriptionGlobalStore_1(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v1 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TopologyDescription, (v0, v1, vt,)), p
+
+def _e_TopologyDescription_0(o: TopologyDescription, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'subtopologies'
+        if v0 != ():
+            raise unsupported_field(0)
+        _f = 'global_stores'
+        if v1 != ():
+            raise unsupported_field(0)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TopologyDescription_1(o: TopologyDescription, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'subtopologies'
+        if v0 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v0)))
+            for x in v0:
+                _e_TopologyDescriptionSubtopology_1(x, w)
+        _f = 'global_stores'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TopologyDescriptionGlobalStore_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
 def _d_DescribedGroup_0(b: bytes, p: int) -> tuple[DescribedGroup, int]:
     _f = ''
     try:
@@ -1093,12 +1661,97 @@ def _d_DescribedGroup_0(b: bytes, p: int) -> tuple[DescribedGroup, int]:
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(DescribedGroup, (v0, v1, v2, v3, v4, v5, v6, v7, v8, vt,)), p
+    return _new(DescribedGroup, (v0, v1, v2, v3, v4, v5, v6, v7, v8, None, 0, None, vt,)), p
+
+def _d_DescribedGroup_1(b: bytes, p: int) -> tuple[DescribedGroup, int]:
+    _f = ''
+    try:
+        _f = 'error_code'
+        (v0,) = _U_h(b, p)
+        p += 2
+        _f = 'error_message'
+        v1, p = read_compact_string(b, p)
+        _f = 'group_id'
+        v2, p = read_compact_string(b, p)
+        if v2 is None:
+            raise null_field()
+        _f = 'group_state'
+        v3, p = read_compact_string(b, p)
+        if v3 is None:
+            raise null_field()
+        _f = 'group_epoch'
+        (v4, v5,) = _U_ii(b, p)
+        p += 8
+        _f = 'topology'
+        m = b[p]
+        if m == 255:
+            v6 = None
+            p += 1
+        elif m == 1:
+            v6, p = _d_Topology_0(b, p + 1)
+        else:
+            raise bad_marker(m)
+        _f = 'members'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_Member_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v7 = tuple(a)
+        _f = 'authorized_operations'
+        (v8,) = _U_i(b, p)
+        p += 4
+        _f = 'topology_description'
+        m = b[p]
+        if m == 255:
+            v9 = None
+            p += 1
+        elif m == 1:
+            v9, p = _d_TopologyDescription_1(b, p + 1)
+        else:
+            raise bad_marker(m)
+        _f = 'topology_description_status'
+        (v10,) = _U_b(b, p)
+        p += 1
+        _f = 'assignor_name'
+        v11, p = read_compact_string(b, p)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(DescribedGroup, (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, vt,)), p
 
 def _e_DescribedGroup_0(o: DescribedGroup, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, v5, v6, v7, v8, vt,) = o
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, vt,) = o
+        _f = 'topology_description'
+        if v9 != None:
+            raise unsupported_field(0)
+        _f = 'topology_description_status'
+        if v10 != 0:
+            raise unsupported_field(0)
         _f = 'error_code'
         w(_P_h(v0))
         _f = 'error_message'
@@ -1124,6 +1777,52 @@ def _e_DescribedGroup_0(o: DescribedGroup, w: Callable[[bytes], object]) -> None
                 _e_Member_0(x, w)
         _f = 'authorized_operations'
         w(_P_i(v8))
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_DescribedGroup_1(o: DescribedGroup, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, vt,) = o
+        _f = 'error_code'
+        w(_P_h(v0))
+        _f = 'error_message'
+        write_compact_string_nullable(w, v1)
+        _f = 'group_id'
+        write_compact_string(w, v2)
+        _f = 'group_state'
+        write_compact_string(w, v3)
+        _f = 'group_epoch'
+        w(_P_ii(v4, v5))
+        _f = 'topology'
+        if v6 is None:
+            w(b'\xff')
+        else:
+            w(b'\x01')
+            _e_Topology_0(v6, w)
+        _f = 'members'
+        if v7 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v7)))
+            for x in v7:
+                _e_Member_0(x, w)
+        _f = 'authorized_operations'
+        w(_P_i(v8))
+        _f = 'topology_description'
+        if v9 is None:
+            w(b'\xff')
+        else:
+            w(b'\x01')
+            _e_TopologyDescription_1(v9, w)
+        _f = 'topology_description_status'
+        w(_P_b(v10))
+        _f = 'assignor_name'
+        write_compact_string_nullable(w, v11)
         if vt:
             write_tagged(w, [], vt)
         else:
@@ -1171,6 +1870,46 @@ def _d_StreamsGroupDescribeResponse_0(b: bytes, p: int) -> tuple[StreamsGroupDes
         raise wrap_decode_error(exc, _f, p) from None
     return _new(StreamsGroupDescribeResponse, (v0, v1, vt,)), p
 
+def _d_StreamsGroupDescribeResponse_1(b: bytes, p: int) -> tuple[StreamsGroupDescribeResponse, int]:
+    _f = ''
+    try:
+        _f = 'throttle_time_ms'
+        (v0,) = _U_i(b, p)
+        p += 4
+        _f = 'groups'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_DescribedGroup_1(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v1 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(StreamsGroupDescribeResponse, (v0, v1, vt,)), p
+
 def _e_StreamsGroupDescribeResponse_0(o: StreamsGroupDescribeResponse, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
@@ -1191,21 +1930,41 @@ def _e_StreamsGroupDescribeResponse_0(o: StreamsGroupDescribeResponse, w: Callab
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
+def _e_StreamsGroupDescribeResponse_1(o: StreamsGroupDescribeResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'groups'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_DescribedGroup_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
 
 KeyValue._spec = (
     Field('key', 'key', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('value', 'value', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
 )
-KeyValue._decoders = {0: _d_KeyValue_0}
-KeyValue._encoders = {0: _e_KeyValue_0}
+KeyValue._decoders = {0: _d_KeyValue_0, 1: _d_KeyValue_0}
+KeyValue._encoders = {0: _e_KeyValue_0, 1: _e_KeyValue_0}
 TopicInfo._spec = (
     Field('name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('replication_factor', 'replicationFactor', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('topic_configs', 'topicConfigs', 'array', 'struct', KeyValue, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TopicInfo._decoders = {0: _d_TopicInfo_0}
-TopicInfo._encoders = {0: _e_TopicInfo_0}
+TopicInfo._decoders = {0: _d_TopicInfo_0, 1: _d_TopicInfo_0}
+TopicInfo._encoders = {0: _e_TopicInfo_0, 1: _e_TopicInfo_0}
 Subtopology._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('source_topics', 'sourceTopics', 'array', 'string', None, (0, 32767), None, None, None, (), False, INHERIT),
@@ -1213,40 +1972,40 @@ Subtopology._spec = (
     Field('state_changelog_topics', 'stateChangelogTopics', 'array', 'struct', TopicInfo, (0, 32767), None, None, None, (), False, INHERIT),
     Field('repartition_source_topics', 'repartitionSourceTopics', 'array', 'struct', TopicInfo, (0, 32767), None, None, None, (), False, INHERIT),
 )
-Subtopology._decoders = {0: _d_Subtopology_0}
-Subtopology._encoders = {0: _e_Subtopology_0}
+Subtopology._decoders = {0: _d_Subtopology_0, 1: _d_Subtopology_0}
+Subtopology._encoders = {0: _e_Subtopology_0, 1: _e_Subtopology_0}
 Topology._spec = (
     Field('epoch', 'epoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('subtopologies', 'subtopologies', 'array', 'struct', Subtopology, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
 )
-Topology._decoders = {0: _d_Topology_0}
-Topology._encoders = {0: _e_Topology_0}
+Topology._decoders = {0: _d_Topology_0, 1: _d_Topology_0}
+Topology._encoders = {0: _e_Topology_0, 1: _e_Topology_0}
 Endpoint._spec = (
     Field('host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('port', 'port', 'uint16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-Endpoint._decoders = {0: _d_Endpoint_0}
-Endpoint._encoders = {0: _e_Endpoint_0}
+Endpoint._decoders = {0: _d_Endpoint_0, 1: _d_Endpoint_0}
+Endpoint._encoders = {0: _e_Endpoint_0, 1: _e_Endpoint_0}
 TaskOffset._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partition', 'partition', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('offset', 'offset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-TaskOffset._decoders = {0: _d_TaskOffset_0}
-TaskOffset._encoders = {0: _e_TaskOffset_0}
+TaskOffset._decoders = {0: _d_TaskOffset_0, 1: _d_TaskOffset_0}
+TaskOffset._encoders = {0: _e_TaskOffset_0, 1: _e_TaskOffset_0}
 TaskIds._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TaskIds._decoders = {0: _d_TaskIds_0}
-TaskIds._encoders = {0: _e_TaskIds_0}
+TaskIds._decoders = {0: _d_TaskIds_0, 1: _d_TaskIds_0}
+TaskIds._encoders = {0: _e_TaskIds_0, 1: _e_TaskIds_0}
 Assignment._spec = (
     Field('active_tasks', 'activeTasks', 'array', 'struct', TaskIds, (0, 32767), None, None, None, (), False, INHERIT),
     Field('standby_tasks', 'standbyTasks', 'array', 'struct', TaskIds, (0, 32767), None, None, None, (), False, INHERIT),
     Field('warmup_tasks', 'warmupTasks', 'array', 'struct', TaskIds, (0, 32767), None, None, None, (), False, INHERIT),
 )
-Assignment._decoders = {0: _d_Assignment_0}
-Assignment._encoders = {0: _e_Assignment_0}
+Assignment._decoders = {0: _d_Assignment_0, 1: _d_Assignment_0}
+Assignment._encoders = {0: _e_Assignment_0, 1: _e_Assignment_0}
 Member._spec = (
     Field('member_id', 'memberId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('member_epoch', 'memberEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
@@ -1264,8 +2023,36 @@ Member._spec = (
     Field('target_assignment', 'targetAssignment', 'struct', None, Assignment, (0, 32767), None, None, None, _DEFAULT_Assignment, False, INHERIT),
     Field('is_classic', 'isClassic', 'bool', None, None, (0, 32767), None, None, None, False, False, INHERIT),
 )
-Member._decoders = {0: _d_Member_0}
-Member._encoders = {0: _e_Member_0}
+Member._decoders = {0: _d_Member_0, 1: _d_Member_0}
+Member._encoders = {0: _e_Member_0, 1: _e_Member_0}
+TopologyDescriptionNode._spec = (
+    Field('name', 'name', 'string', None, None, (1, 32767), None, None, None, '', False, INHERIT),
+    Field('node_type', 'nodeType', 'int8', None, None, (1, 32767), None, None, None, 0, False, INHERIT),
+    Field('source_topics', 'sourceTopics', 'array', 'string', None, (1, 32767), None, None, None, (), False, INHERIT),
+    Field('sink_topic', 'sinkTopic', 'string', None, None, (1, 32767), (1, 32767), None, None, None, False, INHERIT),
+    Field('stores', 'stores', 'array', 'string', None, (1, 32767), None, None, None, (), False, INHERIT),
+    Field('successors', 'successors', 'array', 'string', None, (1, 32767), None, None, None, (), False, INHERIT),
+)
+TopologyDescriptionNode._decoders = {0: _d_TopologyDescriptionNode_0, 1: _d_TopologyDescriptionNode_1}
+TopologyDescriptionNode._encoders = {0: _e_TopologyDescriptionNode_0, 1: _e_TopologyDescriptionNode_1}
+TopologyDescriptionSubtopology._spec = (
+    Field('subtopology_id', 'subtopologyId', 'string', None, None, (1, 32767), None, None, None, '', False, INHERIT),
+    Field('nodes', 'nodes', 'array', 'struct', TopologyDescriptionNode, (1, 32767), None, None, None, (), False, INHERIT),
+)
+TopologyDescriptionSubtopology._decoders = {0: _d_TopologyDescriptionSubtopology_0, 1: _d_TopologyDescriptionSubtopology_1}
+TopologyDescriptionSubtopology._encoders = {0: _e_TopologyDescriptionSubtopology_0, 1: _e_TopologyDescriptionSubtopology_1}
+TopologyDescriptionGlobalStore._spec = (
+    Field('source', 'source', 'struct', None, TopologyDescriptionNode, (1, 32767), None, None, None, _DEFAULT_TopologyDescriptionNode, False, INHERIT),
+    Field('processor', 'processor', 'struct', None, TopologyDescriptionNode, (1, 32767), None, None, None, _DEFAULT_TopologyDescriptionNode, False, INHERIT),
+)
+TopologyDescriptionGlobalStore._decoders = {0: _d_TopologyDescriptionGlobalStore_0, 1: _d_TopologyDescriptionGlobalStore_1}
+TopologyDescriptionGlobalStore._encoders = {0: _e_TopologyDescriptionGlobalStore_0, 1: _e_TopologyDescriptionGlobalStore_1}
+TopologyDescription._spec = (
+    Field('subtopologies', 'subtopologies', 'array', 'struct', TopologyDescriptionSubtopology, (1, 32767), None, None, None, (), False, INHERIT),
+    Field('global_stores', 'globalStores', 'array', 'struct', TopologyDescriptionGlobalStore, (1, 32767), None, None, None, (), False, INHERIT),
+)
+TopologyDescription._decoders = {0: _d_TopologyDescription_0, 1: _d_TopologyDescription_1}
+TopologyDescription._encoders = {0: _e_TopologyDescription_0, 1: _e_TopologyDescription_1}
 DescribedGroup._spec = (
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('error_message', 'errorMessage', 'string', None, None, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
@@ -1276,15 +2063,18 @@ DescribedGroup._spec = (
     Field('topology', 'topology', 'struct', None, Topology, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
     Field('members', 'members', 'array', 'struct', Member, (0, 32767), None, None, None, (), False, INHERIT),
     Field('authorized_operations', 'authorizedOperations', 'int32', None, None, (0, 32767), None, None, None, -2147483648, False, INHERIT),
+    Field('topology_description', 'topologyDescription', 'struct', None, TopologyDescription, (1, 32767), (1, 32767), None, None, None, False, INHERIT),
+    Field('topology_description_status', 'topologyDescriptionStatus', 'int8', None, None, (1, 32767), None, None, None, 0, False, INHERIT),
+    Field('assignor_name', 'assignorName', 'string', None, None, (1, 32767), (1, 32767), None, None, None, True, INHERIT),
 )
-DescribedGroup._decoders = {0: _d_DescribedGroup_0}
-DescribedGroup._encoders = {0: _e_DescribedGroup_0}
+DescribedGroup._decoders = {0: _d_DescribedGroup_0, 1: _d_DescribedGroup_1}
+DescribedGroup._encoders = {0: _e_DescribedGroup_0, 1: _e_DescribedGroup_1}
 StreamsGroupDescribeResponse._spec = (
     Field('throttle_time_ms', 'throttleTimeMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('groups', 'groups', 'array', 'struct', DescribedGroup, (0, 32767), None, None, None, (), False, INHERIT),
 )
-StreamsGroupDescribeResponse._decoders = {0: _d_StreamsGroupDescribeResponse_0}
-StreamsGroupDescribeResponse._encoders = {0: _e_StreamsGroupDescribeResponse_0}
+StreamsGroupDescribeResponse._decoders = {0: _d_StreamsGroupDescribeResponse_0, 1: _d_StreamsGroupDescribeResponse_1}
+StreamsGroupDescribeResponse._encoders = {0: _e_StreamsGroupDescribeResponse_0, 1: _e_StreamsGroupDescribeResponse_1}
 StreamsGroupDescribeResponse.KeyValue = KeyValue
 StreamsGroupDescribeResponse.TopicInfo = TopicInfo
 StreamsGroupDescribeResponse.Subtopology = Subtopology
@@ -1294,6 +2084,10 @@ StreamsGroupDescribeResponse.TaskOffset = TaskOffset
 StreamsGroupDescribeResponse.TaskIds = TaskIds
 StreamsGroupDescribeResponse.Assignment = Assignment
 StreamsGroupDescribeResponse.Member = Member
+StreamsGroupDescribeResponse.TopologyDescriptionNode = TopologyDescriptionNode
+StreamsGroupDescribeResponse.TopologyDescriptionSubtopology = TopologyDescriptionSubtopology
+StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore = TopologyDescriptionGlobalStore
+StreamsGroupDescribeResponse.TopologyDescription = TopologyDescription
 StreamsGroupDescribeResponse.DescribedGroup = DescribedGroup
 
 install_plans(globals(), (
@@ -1315,8 +2109,28 @@ install_plans(globals(), (
     ('_e_Assignment_0', 'Assignment', 4, ((3, 0, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 1, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 2, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_Member_0', 'Member', 16, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (1, 7, 9, 1, 0, -1, None, None), (4, 8, 11, 1, 1, 255, '_d_Endpoint_0', None), (3, 9, 11, 1, 0, -1, '_d_KeyValue_0', None), (3, 10, 11, 1, 0, -1, '_d_TaskOffset_0', None), (3, 11, 11, 1, 0, -1, '_d_TaskOffset_0', None), (4, 12, 11, 1, 0, -1, '_d_Assignment_0', None), (4, 13, 11, 1, 0, -1, '_d_Assignment_0', None), (0, 14, 0, 1, 0, -1, None, None), (6, 15, 0, 0, 0, -1, None, None), )),
     ('_e_Member_0', 'Member', 16, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (1, 7, 9, 1, 0, -1, None, None), (4, 8, 11, 1, 1, 255, '_e_Endpoint_0', None), (3, 9, 11, 1, 0, -1, '_e_KeyValue_0', None), (3, 10, 11, 1, 0, -1, '_e_TaskOffset_0', None), (3, 11, 11, 1, 0, -1, '_e_TaskOffset_0', None), (4, 12, 11, 1, 0, -1, '_e_Assignment_0', None), (4, 13, 11, 1, 0, -1, '_e_Assignment_0', None), (0, 14, 0, 1, 0, -1, None, None), (6, 15, 0, 0, 0, -1, None, None), )),
-    ('_d_DescribedGroup_0', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_d_Topology_0', None), (3, 7, 11, 1, 0, -1, '_d_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
-    ('_e_DescribedGroup_0', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_e_Topology_0', None), (3, 7, 11, 1, 0, -1, '_e_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionNode_0', 'TopologyDescriptionNode', 7, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, ()), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, ()), (5, 5, 0, 0, 0, -1, None, ()), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionNode_1', 'TopologyDescriptionNode', 7, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 9, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionNode_0', 'TopologyDescriptionNode', 7, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, ()), (7, 3, 0, 0, 0, -1, None, None), (7, 4, 0, 0, 0, -1, None, ()), (7, 5, 0, 0, 0, -1, None, ()), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionNode_1', 'TopologyDescriptionNode', 7, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 1, 1, 0, -1, None, None), (3, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (3, 4, 9, 1, 0, -1, None, None), (3, 5, 9, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionSubtopology_0', 'TopologyDescriptionSubtopology', 3, ((5, 0, 0, 0, 0, -1, None, ''), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionSubtopology_1', 'TopologyDescriptionSubtopology', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopologyDescriptionNode_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionSubtopology_0', 'TopologyDescriptionSubtopology', 3, ((7, 0, 0, 0, 0, -1, None, ''), (7, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionSubtopology_1', 'TopologyDescriptionSubtopology', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopologyDescriptionNode_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionGlobalStore_0', 'TopologyDescriptionGlobalStore', 3, ((5, 0, 0, 0, 0, -1, None, _DEFAULT_TopologyDescriptionNode), (5, 1, 0, 0, 0, -1, None, _DEFAULT_TopologyDescriptionNode), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescriptionGlobalStore_1', 'TopologyDescriptionGlobalStore', 3, ((4, 0, 11, 1, 0, -1, '_d_TopologyDescriptionNode_1', None), (4, 1, 11, 1, 0, -1, '_d_TopologyDescriptionNode_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionGlobalStore_0', 'TopologyDescriptionGlobalStore', 3, ((7, 0, 0, 0, 0, -1, None, _DEFAULT_TopologyDescriptionNode), (7, 1, 0, 0, 0, -1, None, _DEFAULT_TopologyDescriptionNode), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescriptionGlobalStore_1', 'TopologyDescriptionGlobalStore', 3, ((4, 0, 11, 1, 0, -1, '_e_TopologyDescriptionNode_1', None), (4, 1, 11, 1, 0, -1, '_e_TopologyDescriptionNode_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescription_0', 'TopologyDescription', 3, ((5, 0, 0, 0, 0, -1, None, ()), (5, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TopologyDescription_1', 'TopologyDescription', 3, ((3, 0, 11, 1, 0, -1, '_d_TopologyDescriptionSubtopology_1', None), (3, 1, 11, 1, 0, -1, '_d_TopologyDescriptionGlobalStore_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescription_0', 'TopologyDescription', 3, ((7, 0, 0, 0, 0, -1, None, ()), (7, 1, 0, 0, 0, -1, None, ()), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TopologyDescription_1', 'TopologyDescription', 3, ((3, 0, 11, 1, 0, -1, '_e_TopologyDescriptionSubtopology_1', None), (3, 1, 11, 1, 0, -1, '_e_TopologyDescriptionGlobalStore_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribedGroup_0', 'DescribedGroup', 13, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_d_Topology_0', None), (3, 7, 11, 1, 0, -1, '_d_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (5, 9, 0, 0, 0, -1, None, None), (5, 10, 0, 0, 0, -1, None, 0), (5, 11, 0, 0, 0, -1, None, None), (6, 12, 0, 0, 0, -1, None, None), )),
+    ('_d_DescribedGroup_1', 'DescribedGroup', 13, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_d_Topology_0', None), (3, 7, 11, 1, 0, -1, '_d_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (4, 9, 11, 1, 1, 255, '_d_TopologyDescription_1', None), (0, 10, 1, 1, 0, -1, None, None), (1, 11, 9, 1, 1, -1, None, None), (6, 12, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribedGroup_0', 'DescribedGroup', 13, ((7, 9, 0, 0, 0, -1, None, None), (7, 10, 0, 0, 0, -1, None, 0), (0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_e_Topology_0', None), (3, 7, 11, 1, 0, -1, '_e_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 12, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribedGroup_1', 'DescribedGroup', 13, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (4, 6, 11, 1, 1, 255, '_e_Topology_0', None), (3, 7, 11, 1, 0, -1, '_e_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (4, 9, 11, 1, 1, 255, '_e_TopologyDescription_1', None), (0, 10, 1, 1, 0, -1, None, None), (1, 11, 9, 1, 1, -1, None, None), (6, 12, 0, 0, 0, -1, None, None), )),
     ('_d_StreamsGroupDescribeResponse_0', 'StreamsGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DescribedGroup_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupDescribeResponse_1', 'StreamsGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_DescribedGroup_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_StreamsGroupDescribeResponse_0', 'StreamsGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DescribedGroup_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupDescribeResponse_1', 'StreamsGroupDescribeResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_DescribedGroup_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
 ))

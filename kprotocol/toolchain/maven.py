@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -77,13 +78,14 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _resolve(pom: Path, libs: Path, *props: str) -> Path:
-    """Copy the runtime dependencies of `pom` into `libs` unless a previous run completed it."""
+    """Copy the runtime dependencies of `pom` into `libs` unless a run with the same pom completed it."""
     done_marker = libs / ".complete"
-    if done_marker.is_file():
+    stamp = hashlib.sha256(pom.read_bytes() + repr(props).encode()).hexdigest()
+    if done_marker.is_file() and done_marker.read_text() == stamp:
         return libs
     require("java")
     with _locked(libs.parent):
-        if done_marker.is_file():
+        if done_marker.is_file() and done_marker.read_text() == stamp:
             return libs
         tmp = libs.with_name(libs.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -91,7 +93,7 @@ def _resolve(pom: Path, libs: Path, *props: str) -> Path:
         _mvn(pom, *props, "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}")
         shutil.rmtree(libs, ignore_errors=True)
         tmp.rename(libs)
-        done_marker.touch()
+        done_marker.write_text(stamp)
     return libs
 
 
