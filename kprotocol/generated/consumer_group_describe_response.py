@@ -411,9 +411,6 @@ def _e_Member_0(o: Member, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, vt,) = o
-        _f = 'member_type'
-        if v10 != -1:
-            raise unsupported_field(0)
         _f = 'member_id'
         write_compact_string(w, v0)
         _f = 'instance_id'
@@ -812,7 +809,7 @@ Member._spec = (
     Field('subscribed_topic_regex', 'subscribedTopicRegex', 'string', None, None, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
     Field('assignment', 'assignment', 'struct', None, Assignment, (0, 32767), None, None, None, _DEFAULT_Assignment, False, INHERIT),
     Field('target_assignment', 'targetAssignment', 'struct', None, Assignment, (0, 32767), None, None, None, _DEFAULT_Assignment, False, INHERIT),
-    Field('member_type', 'memberType', 'int8', None, None, (1, 32767), None, None, None, -1, False, INHERIT),
+    Field('member_type', 'memberType', 'int8', None, None, (1, 32767), None, None, None, -1, True, INHERIT),
 )
 Member._decoders = {0: _d_Member_0, 1: _d_Member_1}
 Member._encoders = {0: _e_Member_0, 1: _e_Member_1}
@@ -847,7 +844,7 @@ install_plans(globals(), (
     ('_e_Assignment_0', 'Assignment', 2, ((3, 0, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (6, 1, 0, 0, 0, -1, None, None), )),
     ('_d_Member_0', 'Member', 12, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (3, 6, 9, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (4, 8, 11, 1, 0, -1, '_d_Assignment_0', None), (4, 9, 11, 1, 0, -1, '_d_Assignment_0', None), (5, 10, 0, 0, 0, -1, None, -1), (6, 11, 0, 0, 0, -1, None, None), )),
     ('_d_Member_1', 'Member', 12, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (3, 6, 9, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (4, 8, 11, 1, 0, -1, '_d_Assignment_0', None), (4, 9, 11, 1, 0, -1, '_d_Assignment_0', None), (0, 10, 1, 1, 0, -1, None, None), (6, 11, 0, 0, 0, -1, None, None), )),
-    ('_e_Member_0', 'Member', 12, ((7, 10, 0, 0, 0, -1, None, -1), (1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (3, 6, 9, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (4, 8, 11, 1, 0, -1, '_e_Assignment_0', None), (4, 9, 11, 1, 0, -1, '_e_Assignment_0', None), (6, 11, 0, 0, 0, -1, None, None), )),
+    ('_e_Member_0', 'Member', 12, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (3, 6, 9, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (4, 8, 11, 1, 0, -1, '_e_Assignment_0', None), (4, 9, 11, 1, 0, -1, '_e_Assignment_0', None), (6, 11, 0, 0, 0, -1, None, None), )),
     ('_e_Member_1', 'Member', 12, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (1, 4, 9, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (3, 6, 9, 1, 0, -1, None, None), (1, 7, 9, 1, 1, -1, None, None), (4, 8, 11, 1, 0, -1, '_e_Assignment_0', None), (4, 9, 11, 1, 0, -1, '_e_Assignment_0', None), (0, 10, 1, 1, 0, -1, None, None), (6, 11, 0, 0, 0, -1, None, None), )),
     ('_d_DescribedGroup_0', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_Member_0', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),
     ('_d_DescribedGroup_1', 'DescribedGroup', 10, ((0, 0, 2, 1, 0, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (1, 6, 9, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_Member_1', None), (0, 8, 3, 1, 0, -1, None, None), (6, 9, 0, 0, 0, -1, None, None), )),

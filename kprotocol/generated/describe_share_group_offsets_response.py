@@ -189,9 +189,6 @@ def _e_DescribeShareGroupOffsetsResponsePartition_0(o: DescribeShareGroupOffsets
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, vt,) = o
-        _f = 'lag'
-        if v3 != -1:
-            raise unsupported_field(0)
         _f = 'partition_index'
         w(_P_iqih(v0, v1, v2, v4))
         _f = 'error_message'
@@ -617,7 +614,7 @@ DescribeShareGroupOffsetsResponsePartition._spec = (
     Field('partition_index', 'partitionIndex', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('start_offset', 'startOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('leader_epoch', 'leaderEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('lag', 'lag', 'int64', None, None, (1, 32767), None, None, None, -1, False, INHERIT),
+    Field('lag', 'lag', 'int64', None, None, (1, 32767), None, None, None, -1, True, INHERIT),
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('error_message', 'errorMessage', 'string', None, None, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
 )
@@ -651,7 +648,7 @@ DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup = Descr
 install_plans(globals(), (
     ('_d_DescribeShareGroupOffsetsResponsePartition_0', 'DescribeShareGroupOffsetsResponsePartition', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (5, 3, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
     ('_d_DescribeShareGroupOffsetsResponsePartition_1', 'DescribeShareGroupOffsetsResponsePartition', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
-    ('_e_DescribeShareGroupOffsetsResponsePartition_0', 'DescribeShareGroupOffsetsResponsePartition', 7, ((7, 3, 0, 0, 0, -1, None, -1), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_DescribeShareGroupOffsetsResponsePartition_0', 'DescribeShareGroupOffsetsResponsePartition', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
     ('_e_DescribeShareGroupOffsetsResponsePartition_1', 'DescribeShareGroupOffsetsResponsePartition', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 4, 2, 1, 0, -1, None, None), (1, 5, 9, 1, 1, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), )),
     ('_d_DescribeShareGroupOffsetsResponseTopic_0', 'DescribeShareGroupOffsetsResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_DescribeShareGroupOffsetsResponsePartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_DescribeShareGroupOffsetsResponseTopic_1', 'DescribeShareGroupOffsetsResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_DescribeShareGroupOffsetsResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),

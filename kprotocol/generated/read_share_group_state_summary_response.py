@@ -164,9 +164,6 @@ def _e_PartitionResult_0(o: PartitionResult, w: Callable[[bytes], object]) -> No
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, v6, vt,) = o
-        _f = 'delivery_complete_count'
-        if v6 != -1:
-            raise unsupported_field(0)
         _f = 'partition'
         w(_P_ih(v0, v1))
         _f = 'error_message'
@@ -437,7 +434,7 @@ PartitionResult._spec = (
     Field('state_epoch', 'stateEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('leader_epoch', 'leaderEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('start_offset', 'startOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('delivery_complete_count', 'deliveryCompleteCount', 'int32', None, None, (1, 32767), None, None, None, -1, False, INHERIT),
+    Field('delivery_complete_count', 'deliveryCompleteCount', 'int32', None, None, (1, 32767), None, None, None, -1, True, INHERIT),
 )
 PartitionResult._decoders = {0: _d_PartitionResult_0, 1: _d_PartitionResult_1}
 PartitionResult._encoders = {0: _e_PartitionResult_0, 1: _e_PartitionResult_1}
@@ -458,7 +455,7 @@ ReadShareGroupStateSummaryResponse.ReadStateSummaryResult = ReadStateSummaryResu
 install_plans(globals(), (
     ('_d_PartitionResult_0', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (5, 6, 0, 0, 0, -1, None, -1), (6, 7, 0, 0, 0, -1, None, None), )),
     ('_d_PartitionResult_1', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
-    ('_e_PartitionResult_0', 'PartitionResult', 8, ((7, 6, 0, 0, 0, -1, None, -1), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
+    ('_e_PartitionResult_0', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
     ('_e_PartitionResult_1', 'PartitionResult', 8, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (6, 7, 0, 0, 0, -1, None, None), )),
     ('_d_ReadStateSummaryResult_0', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_0', None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_d_ReadStateSummaryResult_1', 'ReadStateSummaryResult', 3, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_PartitionResult_1', None), (6, 2, 0, 0, 0, -1, None, None), )),

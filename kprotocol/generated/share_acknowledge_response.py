@@ -471,9 +471,6 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, w: Callable[[byte
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, vt,) = o
-        _f = 'acquisition_lock_timeout_ms'
-        if v3 != 0:
-            raise unsupported_field(0)
         _f = 'throttle_time_ms'
         w(_P_ih(v0, v1))
         _f = 'error_message'
@@ -500,38 +497,6 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, w: Callable[[byte
         raise wrap_encode_error(exc, _f) from None
 
 def _e_ShareAcknowledgeResponse_1(o: ShareAcknowledgeResponse, w: Callable[[bytes], object]) -> None:
-    _f = ''
-    try:
-        (v0, v1, v2, v3, v4, v5, vt,) = o
-        _f = 'acquisition_lock_timeout_ms'
-        if v3 != 0:
-            raise unsupported_field(1)
-        _f = 'throttle_time_ms'
-        w(_P_ih(v0, v1))
-        _f = 'error_message'
-        write_compact_string_nullable(w, v2)
-        _f = 'responses'
-        if v4 is None:
-            raise null_value()
-        else:
-            w(compact_len(len(v4)))
-            for x in v4:
-                _e_ShareAcknowledgeTopicResponse_0(x, w)
-        _f = 'node_endpoints'
-        if v5 is None:
-            raise null_value()
-        else:
-            w(compact_len(len(v5)))
-            for x in v5:
-                _e_NodeEndpoint_0(x, w)
-        if vt:
-            write_tagged(w, [], vt)
-        else:
-            w(b'\x00')
-    except Exception as exc:
-        raise wrap_encode_error(exc, _f) from None
-
-def _e_ShareAcknowledgeResponse_2(o: ShareAcknowledgeResponse, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, vt,) = o
@@ -595,12 +560,12 @@ ShareAcknowledgeResponse._spec = (
     Field('throttle_time_ms', 'throttleTimeMs', 'int32', None, None, (0, 32767), None, None, None, 0, True, INHERIT),
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, True, INHERIT),
     Field('error_message', 'errorMessage', 'string', None, None, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
-    Field('acquisition_lock_timeout_ms', 'acquisitionLockTimeoutMs', 'int32', None, None, (2, 32767), None, None, None, 0, False, INHERIT),
+    Field('acquisition_lock_timeout_ms', 'acquisitionLockTimeoutMs', 'int32', None, None, (2, 32767), None, None, None, 0, True, INHERIT),
     Field('responses', 'responses', 'array', 'struct', ShareAcknowledgeTopicResponse, (0, 32767), None, None, None, (), False, INHERIT),
     Field('node_endpoints', 'nodeEndpoints', 'array', 'struct', NodeEndpoint, (0, 32767), None, None, None, (), False, INHERIT),
 )
 ShareAcknowledgeResponse._decoders = {0: _d_ShareAcknowledgeResponse_0, 1: _d_ShareAcknowledgeResponse_0, 2: _d_ShareAcknowledgeResponse_1}
-ShareAcknowledgeResponse._encoders = {0: _e_ShareAcknowledgeResponse_0, 1: _e_ShareAcknowledgeResponse_1, 2: _e_ShareAcknowledgeResponse_2}
+ShareAcknowledgeResponse._encoders = {0: _e_ShareAcknowledgeResponse_0, 1: _e_ShareAcknowledgeResponse_0, 2: _e_ShareAcknowledgeResponse_1}
 ShareAcknowledgeResponse.LeaderIdAndEpoch = LeaderIdAndEpoch
 ShareAcknowledgeResponse.PartitionData = PartitionData
 ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse
@@ -617,7 +582,6 @@ install_plans(globals(), (
     ('_e_NodeEndpoint_0', 'NodeEndpoint', 5, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
     ('_d_ShareAcknowledgeResponse_0', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_d_NodeEndpoint_0', None), (5, 3, 0, 0, 0, -1, None, 0), (6, 6, 0, 0, 0, -1, None, None), )),
     ('_d_ShareAcknowledgeResponse_1', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_d_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareAcknowledgeResponse_0', 'ShareAcknowledgeResponse', 7, ((7, 3, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareAcknowledgeResponse_1', 'ShareAcknowledgeResponse', 7, ((7, 3, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareAcknowledgeResponse_2', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeResponse_0', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareAcknowledgeResponse_1', 'ShareAcknowledgeResponse', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_ShareAcknowledgeTopicResponse_0', None), (3, 5, 11, 1, 0, -1, '_e_NodeEndpoint_0', None), (6, 6, 0, 0, 0, -1, None, None), )),
 ))

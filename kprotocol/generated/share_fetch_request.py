@@ -739,9 +739,6 @@ def _e_ShareFetchRequest_0(o: ShareFetchRequest, w: Callable[[bytes], object]) -
         _f = 'batch_size'
         if v7 != 0:
             raise unsupported_field(0)
-        _f = 'share_acquire_mode'
-        if v8 != 0:
-            raise unsupported_field(0)
         _f = 'is_renew_ack'
         if v9 != False:
             raise unsupported_field(0)
@@ -776,9 +773,6 @@ def _e_ShareFetchRequest_1(o: ShareFetchRequest, w: Callable[[bytes], object]) -
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, vt,) = o
-        _f = 'share_acquire_mode'
-        if v8 != 0:
-            raise unsupported_field(1)
         _f = 'is_renew_ack'
         if v9 != False:
             raise unsupported_field(1)
@@ -876,7 +870,7 @@ ShareFetchRequest._spec = (
     Field('max_bytes', 'maxBytes', 'int32', None, None, (0, 32767), None, None, None, 2147483647, True, INHERIT),
     Field('max_records', 'maxRecords', 'int32', None, None, (1, 32767), None, None, None, 0, False, INHERIT),
     Field('batch_size', 'batchSize', 'int32', None, None, (1, 32767), None, None, None, 0, False, INHERIT),
-    Field('share_acquire_mode', 'shareAcquireMode', 'int8', None, None, (2, 32767), None, None, None, 0, False, INHERIT),
+    Field('share_acquire_mode', 'shareAcquireMode', 'int8', None, None, (2, 32767), None, None, None, 0, True, INHERIT),
     Field('is_renew_ack', 'isRenewAck', 'bool', None, None, (2, 32767), None, None, None, False, False, INHERIT),
     Field('topics', 'topics', 'array', 'struct', FetchTopic, (0, 32767), None, None, None, (), False, INHERIT),
     Field('forgotten_topics_data', 'forgottenTopicsData', 'array', 'struct', ForgottenTopic, (0, 32767), None, None, None, (), False, INHERIT),
@@ -906,7 +900,7 @@ install_plans(globals(), (
     ('_d_ShareFetchRequest_0', 'ShareFetchRequest', 13, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_d_FetchTopic_0', None), (3, 11, 11, 1, 0, -1, '_d_ForgottenTopic_0', None), (5, 6, 0, 0, 0, -1, None, 0), (5, 7, 0, 0, 0, -1, None, 0), (5, 8, 0, 0, 0, -1, None, 0), (5, 9, 0, 0, 0, -1, None, False), (6, 12, 0, 0, 0, -1, None, None), )),
     ('_d_ShareFetchRequest_1', 'ShareFetchRequest', 13, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_d_FetchTopic_1', None), (3, 11, 11, 1, 0, -1, '_d_ForgottenTopic_0', None), (5, 8, 0, 0, 0, -1, None, 0), (5, 9, 0, 0, 0, -1, None, False), (6, 12, 0, 0, 0, -1, None, None), )),
     ('_d_ShareFetchRequest_2', 'ShareFetchRequest', 13, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (0, 8, 1, 1, 0, -1, None, None), (0, 9, 0, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_d_FetchTopic_1', None), (3, 11, 11, 1, 0, -1, '_d_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareFetchRequest_0', 'ShareFetchRequest', 13, ((7, 6, 0, 0, 0, -1, None, 0), (7, 7, 0, 0, 0, -1, None, 0), (7, 8, 0, 0, 0, -1, None, 0), (7, 9, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_e_FetchTopic_0', None), (3, 11, 11, 1, 0, -1, '_e_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareFetchRequest_1', 'ShareFetchRequest', 13, ((7, 8, 0, 0, 0, -1, None, 0), (7, 9, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_e_FetchTopic_1', None), (3, 11, 11, 1, 0, -1, '_e_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareFetchRequest_0', 'ShareFetchRequest', 13, ((7, 6, 0, 0, 0, -1, None, 0), (7, 7, 0, 0, 0, -1, None, 0), (7, 9, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_e_FetchTopic_0', None), (3, 11, 11, 1, 0, -1, '_e_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareFetchRequest_1', 'ShareFetchRequest', 13, ((7, 9, 0, 0, 0, -1, None, False), (1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_e_FetchTopic_1', None), (3, 11, 11, 1, 0, -1, '_e_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
     ('_e_ShareFetchRequest_2', 'ShareFetchRequest', 13, ((1, 0, 9, 1, 1, -1, None, None), (1, 1, 9, 1, 1, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (0, 8, 1, 1, 0, -1, None, None), (0, 9, 0, 1, 0, -1, None, None), (3, 10, 11, 1, 0, -1, '_e_FetchTopic_2', None), (3, 11, 11, 1, 0, -1, '_e_ForgottenTopic_0', None), (6, 12, 0, 0, 0, -1, None, None), )),
 ))

@@ -19,7 +19,9 @@ from kprotocol.toolchain.maven import kafka_libs, kafka_version
 
 SPEC_JARS = ("kafka-clients", "kafka-group-coordinator", "kafka-share-coordinator",
              "kafka-transaction-coordinator", "kafka-streams")
-BOOKKEEPING = {"validVersions", "deprecatedVersions", "listeners", "latestVersionUnstable", "about"}
+BOOKKEEPING = {"validVersions", "deprecatedVersions", "latestVersionUnstable"}
+# Code-generation hints that releases change without changing a byte on the wire.
+NOT_WIRE = {"about", "mapKey", "ignorable", "zeroCopy", "listeners"}
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 
@@ -37,13 +39,39 @@ def release_specs() -> dict[str, dict[str, Any]]:
     return specs
 
 
-def structure(node: Any, top: bool = True) -> Any:
-    """A spec without prose and, at the top, without release bookkeeping."""
+def _default(value: Any) -> Any:
+    """A default as releases variously write it (-1, "-1", "0x7fffffff", false, "false")."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return value.lower() if value.lower() in ("true", "false", "null") else value
+    return value
+
+
+def _last_version(versions: str) -> int:
+    if versions.endswith("+"):
+        return 1 << 15
+    low, _, high = versions.partition("-")
+    return int(high or low)
+
+
+def structure(node: Any, top: bool = True, low: int = 0) -> Any:
+    """A spec's wire structure: no prose, no code-generation hints, defaults normalised, no fields
+    that only versions below `low` have and, at the top, no release bookkeeping."""
     if isinstance(node, dict):
-        return {k: structure(v, False) for k, v in node.items()
-                if k != "about" and not (top and k in BOOKKEEPING)}
+        out = {}
+        for k, v in node.items():
+            if k in NOT_WIRE or (top and k in BOOKKEEPING):
+                continue
+            if k in ("fields", "commonStructs"):
+                v = [f for f in v if _last_version(f.get("versions", "0+")) >= low]
+            out[k] = _default(v) if k == "default" else structure(v, False, low)
+        return out
     if isinstance(node, list):
-        return [structure(v, False) for v in node]
+        return [structure(v, False, low) for v in node]
     return node
 
 
@@ -62,8 +90,14 @@ def disagreements() -> dict[str, str]:
             continue  # retired by the release; kprotocol keeps it for older traffic
         if mine is None:
             out[name] = "missing from schemas/"
-        elif structure(mine) != structure(spec):
-            keys = sorted(k for k in set(mine) | set(spec)
-                          if k not in BOOKKEEPING and structure(mine.get(k), False) != structure(spec.get(k), False))
-            out[name] = "differs in " + ", ".join(keys)
+        else:
+            low, _, high = spec["validVersions"].partition("-")
+            low, high = int(low), int(high or low)
+            our_high = _last_version(mine["validVersions"])
+            ours_now, theirs = structure(mine, low=low), structure(spec, low=low)
+            if our_high < high:
+                out[name] = f"lacks versions {our_high + 1}-{high}"
+            elif ours_now != theirs:
+                keys = sorted(k for k in set(ours_now) | set(theirs) if ours_now.get(k) != theirs.get(k))
+                out[name] = "differs in " + ", ".join(keys)
     return out
