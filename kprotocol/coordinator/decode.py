@@ -15,11 +15,15 @@ from typing import Any
 
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
 from kprotocol.errors import DecodeError
+from kprotocol.registry import message_class
 from kprotocol.runtime.struct import Message
 from kprotocol.group_payloads import attach
 from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 _PREFIX = struct.Struct(">h")
+# Records whose layout Kafka changed in place (same version) when streams groups left early access:
+# values that the current layout cannot read are read with the earlier one, marked with `layout`.
+EARLIER_LAYOUTS = {"StreamsGroupMetadataValue": "StreamsGroupMetadataValueBefore44"}
 LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, GROUP_METADATA, CONSUMER_GROUP_MEMBER_METADATA = 0, 1, 2, 5
 
 
@@ -49,6 +53,11 @@ def decode_record(key: bytes, value: bytes | None, *, topic: str = CONSUMER_OFFS
         out_value.update(unknown=True, hex=value[2:].hex())
     else:
         out_value.update(_body(value_class, value[2:], version))
+        earlier = EARLIER_LAYOUTS.get(value_class.__name__) if "error" in out_value else None
+        if earlier is not None and _supports(message_class(earlier), version):
+            retry = _body(message_class(earlier), value[2:], version)
+            if "data" in retry:  # written by a release before the layout changed in place
+                out_value = {"version": version, **retry, "layout": earlier}
         if "data" in out_value and topic == CONSUMER_OFFSETS:
             _decode_nested(type_id, out_value["data"])
     return {"key": out_key, "value": out_value}

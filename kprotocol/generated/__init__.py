@@ -225,6 +225,7 @@ SPECS: dict[str, tuple[str, str, int | None]] = {
     'StreamsGroupMemberMetadataValue': ('streams_group_member_metadata_value', 'coordinator-value', 19),
     'StreamsGroupMetadataKey': ('streams_group_metadata_key', 'coordinator-key', 17),
     'StreamsGroupMetadataValue': ('streams_group_metadata_value', 'coordinator-value', 17),
+    'StreamsGroupMetadataValueBefore44': ('streams_group_metadata_value_before44', 'data', None),
     'StreamsGroupPartitionMetadataKey': ('streams_group_partition_metadata_key', 'coordinator-key', 18),
     'StreamsGroupPartitionMetadataValue': ('streams_group_partition_metadata_value', 'coordinator-value', 18),
     'StreamsGroupTargetAssignmentMemberKey': ('streams_group_target_assignment_member_key', 'coordinator-key', 21),

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
+_U_16s = _Struct('>16s').unpack_from
+_P_16s = _Struct('>16s').pack
 _U_q = _Struct('>q').unpack_from
 _P_q = _Struct('>q').pack
 _U_qi = _Struct('>qi').unpack_from
@@ -20,7 +22,7 @@ class OffsetCommitValue(Message):
     """OffsetCommitValue: coordinator-value message."""
 
     __slots__ = ()
-    _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'unknown_tagged_fields')
+    _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id', 'unknown_tagged_fields')
     spec_type = 'coordinator-value'
     api_key = 1
     valid_versions = (0, 4)
@@ -34,16 +36,18 @@ class OffsetCommitValue(Message):
         metadata: str = '',
         commit_timestamp: int = 0,
         expire_timestamp: int = -1,
+        topic_id: UUID = ZERO_UUID,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> OffsetCommitValue:
-        return _new(cls, (offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, topic_id, as_tuple(unknown_tagged_fields),))
 
     offset: int = attribute(0)
     leader_epoch: int = attribute(1)
     metadata: str = attribute(2)
     commit_timestamp: int = attribute(3)
     expire_timestamp: int = attribute(4)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(5)
+    topic_id: UUID = attribute(5)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(6)
 
 
 def _d_OffsetCommitValue_0(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
@@ -61,7 +65,7 @@ def _d_OffsetCommitValue_0(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
         p += 8
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(OffsetCommitValue, (v0, -1, v2, v3, -1, (),)), p
+    return _new(OffsetCommitValue, (v0, -1, v2, v3, -1, ZERO_UUID, (),)), p
 
 def _d_OffsetCommitValue_1(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
     _f = ''
@@ -78,7 +82,7 @@ def _d_OffsetCommitValue_1(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
         p += 16
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(OffsetCommitValue, (v0, -1, v2, v3, v4, (),)), p
+    return _new(OffsetCommitValue, (v0, -1, v2, v3, v4, ZERO_UUID, (),)), p
 
 def _d_OffsetCommitValue_2(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
     _f = ''
@@ -95,7 +99,7 @@ def _d_OffsetCommitValue_2(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
         p += 8
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(OffsetCommitValue, (v0, v1, v2, v3, -1, (),)), p
+    return _new(OffsetCommitValue, (v0, v1, v2, v3, -1, ZERO_UUID, (),)), p
 
 def _d_OffsetCommitValue_3(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
     _f = ''
@@ -111,6 +115,7 @@ def _d_OffsetCommitValue_3(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
         (v3,) = _U_q(b, p)
         p += 8
         _f = '_tagged_fields'
+        v5 = ZERO_UUID
         if b[p] == 0:
             p += 1
             vt = ()
@@ -124,17 +129,30 @@ def _d_OffsetCommitValue_3(b: bytes, p: int) -> tuple[OffsetCommitValue, int]:
                     raise tags_out_of_order(t)
                 last = t
                 e = p + s
-                u.append((t, b[p:e]))
-                p = e
+                if t == 0:
+                    _f = 'topic_id'
+                    (v5,) = _U_16s(b, p)
+                    p += 16
+                    v5 = make_uuid(v5)
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v5 == ZERO_UUID:
+                        u.append((t, b[e - s:e]))
+                else:
+                    u.append((t, b[p:e]))
+                    p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(OffsetCommitValue, (v0, v1, v2, v3, -1, vt,)), p
+    return _new(OffsetCommitValue, (v0, v1, v2, v3, -1, v5, vt,)), p
 
 def _e_OffsetCommitValue_0(o: OffsetCommitValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, vt,) = o
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'topic_id'
+        if v5 != ZERO_UUID:
+            raise unsupported_field(0)
         _f = 'offset'
         w(_P_q(v0))
         _f = 'metadata'
@@ -147,7 +165,10 @@ def _e_OffsetCommitValue_0(o: OffsetCommitValue, w: Callable[[bytes], object]) -
 def _e_OffsetCommitValue_1(o: OffsetCommitValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, vt,) = o
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'topic_id'
+        if v5 != ZERO_UUID:
+            raise unsupported_field(1)
         _f = 'offset'
         w(_P_q(v0))
         _f = 'metadata'
@@ -160,9 +181,12 @@ def _e_OffsetCommitValue_1(o: OffsetCommitValue, w: Callable[[bytes], object]) -
 def _e_OffsetCommitValue_2(o: OffsetCommitValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, vt,) = o
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'topic_id'
+        if v5 != ZERO_UUID:
+            raise unsupported_field(2)
         _f = 'offset'
-        w(_P_qi(v0, v1))
+        w(_P_q(v0))
         _f = 'metadata'
         write_string(w, v2)
         _f = 'commit_timestamp'
@@ -173,15 +197,37 @@ def _e_OffsetCommitValue_2(o: OffsetCommitValue, w: Callable[[bytes], object]) -
 def _e_OffsetCommitValue_3(o: OffsetCommitValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, vt,) = o
+        (v0, v1, v2, v3, v4, v5, vt,) = o
+        _f = 'topic_id'
+        if v5 != ZERO_UUID:
+            raise unsupported_field(3)
+        _f = 'offset'
+        w(_P_qi(v0, v1))
+        _f = 'metadata'
+        write_string(w, v2)
+        _f = 'commit_timestamp'
+        w(_P_q(v3))
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_OffsetCommitValue_4(o: OffsetCommitValue, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, vt,) = o
         _f = 'offset'
         w(_P_qi(v0, v1))
         _f = 'metadata'
         write_compact_string(w, v2)
         _f = 'commit_timestamp'
         w(_P_q(v3))
-        if vt:
-            write_tagged(w, [], vt)
+        tg = []
+        _f = 'topic_id'
+        if v5 != ZERO_UUID:
+            t = []
+            t.append(_P_16s(v5.bytes))
+            tg.append((0, b''.join(t)))
+        if tg or vt:
+            write_tagged(w, tg, vt)
         else:
             w(b'\x00')
     except Exception as exc:
@@ -194,17 +240,19 @@ OffsetCommitValue._spec = (
     Field('metadata', 'metadata', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('commit_timestamp', 'commitTimestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('expire_timestamp', 'expireTimestamp', 'int64', None, None, (1, 1), None, None, None, -1, True, INHERIT),
+    Field('topic_id', 'topicId', 'uuid', None, None, (4, 32767), None, (4, 32767), 0, ZERO_UUID, False, INHERIT),
 )
 OffsetCommitValue._decoders = {0: _d_OffsetCommitValue_0, 1: _d_OffsetCommitValue_1, 2: _d_OffsetCommitValue_0, 3: _d_OffsetCommitValue_2, 4: _d_OffsetCommitValue_3}
-OffsetCommitValue._encoders = {0: _e_OffsetCommitValue_0, 1: _e_OffsetCommitValue_1, 2: _e_OffsetCommitValue_0, 3: _e_OffsetCommitValue_2, 4: _e_OffsetCommitValue_3}
+OffsetCommitValue._encoders = {0: _e_OffsetCommitValue_0, 1: _e_OffsetCommitValue_1, 2: _e_OffsetCommitValue_2, 3: _e_OffsetCommitValue_3, 4: _e_OffsetCommitValue_4}
 
 install_plans(globals(), (
-    ('_d_OffsetCommitValue_0', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
-    ('_d_OffsetCommitValue_1', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
-    ('_d_OffsetCommitValue_2', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ()), )),
-    ('_d_OffsetCommitValue_3', 'OffsetCommitValue', 6, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
-    ('_e_OffsetCommitValue_0', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
-    ('_e_OffsetCommitValue_1', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), )),
-    ('_e_OffsetCommitValue_2', 'OffsetCommitValue', 6, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
-    ('_e_OffsetCommitValue_3', 'OffsetCommitValue', 6, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_OffsetCommitValue_0', 'OffsetCommitValue', 7, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ZERO_UUID), (5, 6, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_1', 'OffsetCommitValue', 7, ((0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ZERO_UUID), (5, 6, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_2', 'OffsetCommitValue', 7, ((0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ZERO_UUID), (5, 6, 0, 0, 0, -1, None, ()), )),
+    ('_d_OffsetCommitValue_3', 'OffsetCommitValue', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ZERO_UUID), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_0', 'OffsetCommitValue', 7, ((7, 5, 0, 0, 0, -1, None, ZERO_UUID), (0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_1', 'OffsetCommitValue', 7, ((7, 5, 0, 0, 0, -1, None, ZERO_UUID), (0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), (0, 4, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_2', 'OffsetCommitValue', 7, ((7, 5, 0, 0, 0, -1, None, ZERO_UUID), (0, 0, 4, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_3', 'OffsetCommitValue', 7, ((7, 5, 0, 0, 0, -1, None, ZERO_UUID), (0, 0, 4, 0, 0, -1, None, None), (0, 1, 3, 0, 0, -1, None, None), (1, 2, 9, 0, 0, -1, None, None), (0, 3, 4, 0, 0, -1, None, None), )),
+    ('_e_OffsetCommitValue_4', 'OffsetCommitValue', 7, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (7, 5, 0, 0, 0, -1, None, ZERO_UUID), (6, 6, 0, 0, 0, -1, None, None), )),
 ))

@@ -10,13 +10,15 @@ from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime nam
 
 _U_i = _Struct('>i').unpack_from
 _P_i = _Struct('>i').pack
+_U_q = _Struct('>q').unpack_from
+_P_q = _Struct('>q').pack
 
 
 class ShareGroupTargetAssignmentMetadataValue(Message):
     """ShareGroupTargetAssignmentMetadataValue: coordinator-value message."""
 
     __slots__ = ()
-    _fields = ('assignment_epoch', 'unknown_tagged_fields')
+    _fields = ('assignment_epoch', 'assignment_timestamp', 'unknown_tagged_fields')
     spec_type = 'coordinator-value'
     api_key = 12
     valid_versions = (0, 0)
@@ -26,12 +28,14 @@ class ShareGroupTargetAssignmentMetadataValue(Message):
         cls,
         *,
         assignment_epoch: int = 0,
+        assignment_timestamp: int = 0,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> ShareGroupTargetAssignmentMetadataValue:
-        return _new(cls, (assignment_epoch, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (assignment_epoch, assignment_timestamp, as_tuple(unknown_tagged_fields),))
 
     assignment_epoch: int = attribute(0)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(1)
+    assignment_timestamp: int = attribute(1)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
 
 
 def _d_ShareGroupTargetAssignmentMetadataValue_0(b: bytes, p: int) -> tuple[ShareGroupTargetAssignmentMetadataValue, int]:
@@ -41,6 +45,7 @@ def _d_ShareGroupTargetAssignmentMetadataValue_0(b: bytes, p: int) -> tuple[Shar
         (v0,) = _U_i(b, p)
         p += 4
         _f = '_tagged_fields'
+        v1 = 0
         if b[p] == 0:
             p += 1
             vt = ()
@@ -54,21 +59,36 @@ def _d_ShareGroupTargetAssignmentMetadataValue_0(b: bytes, p: int) -> tuple[Shar
                     raise tags_out_of_order(t)
                 last = t
                 e = p + s
-                u.append((t, b[p:e]))
-                p = e
+                if t == 0:
+                    _f = 'assignment_timestamp'
+                    (v1,) = _U_q(b, p)
+                    p += 8
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v1 == 0:
+                        u.append((t, b[e - s:e]))
+                else:
+                    u.append((t, b[p:e]))
+                    p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(ShareGroupTargetAssignmentMetadataValue, (v0, vt,)), p
+    return _new(ShareGroupTargetAssignmentMetadataValue, (v0, v1, vt,)), p
 
 def _e_ShareGroupTargetAssignmentMetadataValue_0(o: ShareGroupTargetAssignmentMetadataValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, vt,) = o
+        (v0, v1, vt,) = o
         _f = 'assignment_epoch'
         w(_P_i(v0))
-        if vt:
-            write_tagged(w, [], vt)
+        tg = []
+        _f = 'assignment_timestamp'
+        if v1 != 0:
+            t = []
+            t.append(_P_q(v1))
+            tg.append((0, b''.join(t)))
+        if tg or vt:
+            write_tagged(w, tg, vt)
         else:
             w(b'\x00')
     except Exception as exc:
@@ -77,11 +97,12 @@ def _e_ShareGroupTargetAssignmentMetadataValue_0(o: ShareGroupTargetAssignmentMe
 
 ShareGroupTargetAssignmentMetadataValue._spec = (
     Field('assignment_epoch', 'assignmentEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('assignment_timestamp', 'assignmentTimestamp', 'int64', None, None, (0, 32767), None, (0, 32767), 0, 0, False, INHERIT),
 )
 ShareGroupTargetAssignmentMetadataValue._decoders = {0: _d_ShareGroupTargetAssignmentMetadataValue_0}
 ShareGroupTargetAssignmentMetadataValue._encoders = {0: _e_ShareGroupTargetAssignmentMetadataValue_0}
 
 install_plans(globals(), (
-    ('_d_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 2, ((0, 0, 3, 1, 0, -1, None, None), (6, 1, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
 ))

@@ -16,20 +16,22 @@ class TaskIds(Struct):
     """TaskIds: a struct within StreamsGroupCurrentMemberAssignmentValue."""
 
     __slots__ = ()
-    _fields = ('subtopology_id', 'partitions', 'unknown_tagged_fields')
+    _fields = ('subtopology_id', 'partitions', 'assignment_epochs', 'unknown_tagged_fields')
 
     def __new__(
         cls,
         *,
         subtopology_id: str = '',
         partitions: tuple[int, ...] = (),
+        assignment_epochs: tuple[int, ...] | None = None,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TaskIds:
-        return _new(cls, (subtopology_id, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (subtopology_id, as_tuple(partitions), as_tuple(assignment_epochs), as_tuple(unknown_tagged_fields),))
 
     subtopology_id: str = attribute(0)
     partitions: tuple[int, ...] = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    assignment_epochs: tuple[int, ...] | None = attribute(2)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 _DEFAULT_TaskIds = TaskIds()
@@ -87,6 +89,7 @@ def _d_TaskIds_0(b: bytes, p: int) -> tuple[TaskIds, int]:
         else:
             v1, p = read_fixed_array(b, p, n, 'i', 4)
         _f = '_tagged_fields'
+        v2 = None
         if b[p] == 0:
             p += 1
             vt = ()
@@ -100,17 +103,29 @@ def _d_TaskIds_0(b: bytes, p: int) -> tuple[TaskIds, int]:
                     raise tags_out_of_order(t)
                 last = t
                 e = p + s
-                u.append((t, b[p:e]))
-                p = e
+                if t == 0:
+                    _f = 'assignment_epochs'
+                    n, p = read_compact_array_length(b, p)
+                    if n < 0:
+                        v2 = None
+                    else:
+                        v2, p = read_fixed_array(b, p, n, 'i', 4)
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v2 == None:
+                        u.append((t, b[e - s:e]))
+                else:
+                    u.append((t, b[p:e]))
+                    p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TaskIds, (v0, v1, vt,)), p
+    return _new(TaskIds, (v0, v1, v2, vt,)), p
 
 def _e_TaskIds_0(o: TaskIds, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
         _f = 'subtopology_id'
         write_compact_string(w, v0)
         _f = 'partitions'
@@ -119,8 +134,18 @@ def _e_TaskIds_0(o: TaskIds, w: Callable[[bytes], object]) -> None:
         else:
             w(compact_len(len(v1)))
             w(pack_array('i', v1))
-        if vt:
-            write_tagged(w, [], vt)
+        tg = []
+        _f = 'assignment_epochs'
+        if v2 != None:
+            t = []
+            if v2 is None:
+                t.append(NULL_COMPACT)
+            else:
+                t.append(compact_len(len(v2)))
+                t.append(pack_array('i', v2))
+            tg.append((0, b''.join(t)))
+        if tg or vt:
+            write_tagged(w, tg, vt)
         else:
             w(b'\x00')
     except Exception as exc:
@@ -290,6 +315,7 @@ def _e_StreamsGroupCurrentMemberAssignmentValue_0(o: StreamsGroupCurrentMemberAs
 TaskIds._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
+    Field('assignment_epochs', 'assignmentEpochs', 'array', 'int32', None, (0, 32767), (0, 32767), (0, 32767), 0, None, False, INHERIT),
 )
 TaskIds._decoders = {0: _d_TaskIds_0}
 TaskIds._encoders = {0: _e_TaskIds_0}
@@ -309,8 +335,8 @@ StreamsGroupCurrentMemberAssignmentValue._encoders = {0: _e_StreamsGroupCurrentM
 StreamsGroupCurrentMemberAssignmentValue.TaskIds = TaskIds
 
 install_plans(globals(), (
-    ('_d_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_TaskIds_0', 'TaskIds', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_d_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
     ('_e_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
 ))

@@ -14,8 +14,8 @@ _U_iq = _Struct('>iq').unpack_from
 _P_iq = _Struct('>iq').pack
 
 
-class AssignmentConfig(Struct):
-    """AssignmentConfig: a struct within StreamsGroupMetadataValue."""
+class LastAssignmentConfig(Struct):
+    """LastAssignmentConfig: a struct within StreamsGroupMetadataValue."""
 
     __slots__ = ()
     _fields = ('key', 'value', 'unknown_tagged_fields')
@@ -26,7 +26,7 @@ class AssignmentConfig(Struct):
         key: str = '',
         value: str = '',
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
-    ) -> AssignmentConfig:
+    ) -> LastAssignmentConfig:
         return _new(cls, (key, value, as_tuple(unknown_tagged_fields),))
 
     key: str = attribute(0)
@@ -34,14 +34,14 @@ class AssignmentConfig(Struct):
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
 
 
-_DEFAULT_AssignmentConfig = AssignmentConfig()
+_DEFAULT_LastAssignmentConfig = LastAssignmentConfig()
 
 
 class StreamsGroupMetadataValue(Message):
     """StreamsGroupMetadataValue: coordinator-value message."""
 
     __slots__ = ()
-    _fields = ('epoch', 'metadata_hash', 'validated_topology_epoch', 'assignment_configs', 'unknown_tagged_fields')
+    _fields = ('epoch', 'metadata_hash', 'validated_topology_epoch', 'last_assignment_configs', 'stored_description_topology_epoch', 'failed_description_topology_epoch', 'unknown_tagged_fields')
     spec_type = 'coordinator-value'
     api_key = 17
     valid_versions = (0, 0)
@@ -53,19 +53,23 @@ class StreamsGroupMetadataValue(Message):
         epoch: int = 0,
         metadata_hash: int = 0,
         validated_topology_epoch: int = -1,
-        assignment_configs: tuple[AssignmentConfig, ...] = (),
+        last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = None,
+        stored_description_topology_epoch: int = -1,
+        failed_description_topology_epoch: int = -1,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> StreamsGroupMetadataValue:
-        return _new(cls, (epoch, metadata_hash, validated_topology_epoch, as_tuple(assignment_configs), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (epoch, metadata_hash, validated_topology_epoch, as_tuple(last_assignment_configs), stored_description_topology_epoch, failed_description_topology_epoch, as_tuple(unknown_tagged_fields),))
 
     epoch: int = attribute(0)
     metadata_hash: int = attribute(1)
     validated_topology_epoch: int = attribute(2)
-    assignment_configs: tuple[AssignmentConfig, ...] = attribute(3)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(4)
+    last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = attribute(3)
+    stored_description_topology_epoch: int = attribute(4)
+    failed_description_topology_epoch: int = attribute(5)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(6)
 
 
-def _d_AssignmentConfig_0(b: bytes, p: int) -> tuple[AssignmentConfig, int]:
+def _d_LastAssignmentConfig_0(b: bytes, p: int) -> tuple[LastAssignmentConfig, int]:
     _f = ''
     try:
         _f = 'key'
@@ -95,9 +99,9 @@ def _d_AssignmentConfig_0(b: bytes, p: int) -> tuple[AssignmentConfig, int]:
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(AssignmentConfig, (v0, v1, vt,)), p
+    return _new(LastAssignmentConfig, (v0, v1, vt,)), p
 
-def _e_AssignmentConfig_0(o: AssignmentConfig, w: Callable[[bytes], object]) -> None:
+def _e_LastAssignmentConfig_0(o: LastAssignmentConfig, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, vt,) = o
@@ -118,21 +122,11 @@ def _d_StreamsGroupMetadataValue_0(b: bytes, p: int) -> tuple[StreamsGroupMetada
         _f = 'epoch'
         (v0, v1,) = _U_iq(b, p)
         p += 12
-        _f = 'assignment_configs'
-        n, p = read_compact_array_length(b, p)
-        if n < 0:
-            raise null_field()
-        else:
-            a = []
-            for i in range(n):
-                try:
-                    x, p = _d_AssignmentConfig_0(b, p)
-                except DecodeError as e:
-                    raise e.within(f'[{i}]') from None
-                a.append(x)
-            v3 = tuple(a)
         _f = '_tagged_fields'
         v2 = -1
+        v3 = None
+        v4 = -1
+        v5 = -1
         if b[p] == 0:
             p += 1
             vt = ()
@@ -154,33 +148,80 @@ def _d_StreamsGroupMetadataValue_0(b: bytes, p: int) -> tuple[StreamsGroupMetada
                         raise tag_size_mismatch(t, s, p - e + s)
                     if v2 == -1:
                         u.append((t, b[e - s:e]))
+                elif t == 1:
+                    _f = 'last_assignment_configs'
+                    n, p = read_compact_array_length(b, p)
+                    if n < 0:
+                        v3 = None
+                    else:
+                        a = []
+                        for i in range(n):
+                            try:
+                                x, p = _d_LastAssignmentConfig_0(b, p)
+                            except DecodeError as e:
+                                raise e.within(f'[{i}]') from None
+                            a.append(x)
+                        v3 = tuple(a)
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v3 == None:
+                        u.append((t, b[e - s:e]))
+                elif t == 2:
+                    _f = 'stored_description_topology_epoch'
+                    (v4,) = _U_i(b, p)
+                    p += 4
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v4 == -1:
+                        u.append((t, b[e - s:e]))
+                elif t == 3:
+                    _f = 'failed_description_topology_epoch'
+                    (v5,) = _U_i(b, p)
+                    p += 4
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v5 == -1:
+                        u.append((t, b[e - s:e]))
                 else:
                     u.append((t, b[p:e]))
                     p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(StreamsGroupMetadataValue, (v0, v1, v2, v3, vt,)), p
+    return _new(StreamsGroupMetadataValue, (v0, v1, v2, v3, v4, v5, vt,)), p
 
 def _e_StreamsGroupMetadataValue_0(o: StreamsGroupMetadataValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, vt,) = o
+        (v0, v1, v2, v3, v4, v5, vt,) = o
         _f = 'epoch'
         w(_P_iq(v0, v1))
-        _f = 'assignment_configs'
-        if v3 is None:
-            raise null_value()
-        else:
-            w(compact_len(len(v3)))
-            for x in v3:
-                _e_AssignmentConfig_0(x, w)
         tg = []
         _f = 'validated_topology_epoch'
         if v2 != -1:
             t = []
             t.append(_P_i(v2))
             tg.append((0, b''.join(t)))
+        _f = 'last_assignment_configs'
+        if v3 != None:
+            t = []
+            if v3 is None:
+                t.append(NULL_COMPACT)
+            else:
+                t.append(compact_len(len(v3)))
+                for x in v3:
+                    _e_LastAssignmentConfig_0(x, t.append)
+            tg.append((1, b''.join(t)))
+        _f = 'stored_description_topology_epoch'
+        if v4 != -1:
+            t = []
+            t.append(_P_i(v4))
+            tg.append((2, b''.join(t)))
+        _f = 'failed_description_topology_epoch'
+        if v5 != -1:
+            t = []
+            t.append(_P_i(v5))
+            tg.append((3, b''.join(t)))
         if tg or vt:
             write_tagged(w, tg, vt)
         else:
@@ -189,25 +230,27 @@ def _e_StreamsGroupMetadataValue_0(o: StreamsGroupMetadataValue, w: Callable[[by
         raise wrap_encode_error(exc, _f) from None
 
 
-AssignmentConfig._spec = (
+LastAssignmentConfig._spec = (
     Field('key', 'key', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('value', 'value', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
 )
-AssignmentConfig._decoders = {0: _d_AssignmentConfig_0}
-AssignmentConfig._encoders = {0: _e_AssignmentConfig_0}
+LastAssignmentConfig._decoders = {0: _d_LastAssignmentConfig_0}
+LastAssignmentConfig._encoders = {0: _e_LastAssignmentConfig_0}
 StreamsGroupMetadataValue._spec = (
     Field('epoch', 'epoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('metadata_hash', 'metadataHash', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('validated_topology_epoch', 'validatedTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 0, -1, False, INHERIT),
-    Field('assignment_configs', 'assignmentConfigs', 'array', 'struct', AssignmentConfig, (0, 32767), None, None, None, (), False, INHERIT),
+    Field('last_assignment_configs', 'lastAssignmentConfigs', 'array', 'struct', LastAssignmentConfig, (0, 32767), (0, 32767), (0, 32767), 1, None, False, INHERIT),
+    Field('stored_description_topology_epoch', 'storedDescriptionTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 2, -1, False, INHERIT),
+    Field('failed_description_topology_epoch', 'failedDescriptionTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 3, -1, False, INHERIT),
 )
 StreamsGroupMetadataValue._decoders = {0: _d_StreamsGroupMetadataValue_0}
 StreamsGroupMetadataValue._encoders = {0: _e_StreamsGroupMetadataValue_0}
-StreamsGroupMetadataValue.AssignmentConfig = AssignmentConfig
+StreamsGroupMetadataValue.LastAssignmentConfig = LastAssignmentConfig
 
 install_plans(globals(), (
-    ('_d_AssignmentConfig_0', 'AssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_AssignmentConfig_0', 'AssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AssignmentConfig_0', None), (5, 2, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_e_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_AssignmentConfig_0', None), (7, 2, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, -1), (7, 3, 0, 0, 0, -1, None, None), (7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
 ))

@@ -45,7 +45,7 @@ class TransactionLogValue(Message):
     """TransactionLogValue: data message."""
 
     __slots__ = ()
-    _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
+    _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'next_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
     spec_type = 'data'
     api_key = None
     valid_versions = (0, 1)
@@ -58,6 +58,7 @@ class TransactionLogValue(Message):
         previous_producer_id: int = -1,
         next_producer_id: int = -1,
         producer_epoch: int = 0,
+        next_producer_epoch: int = -1,
         transaction_timeout_ms: int = 0,
         transaction_status: int = 0,
         transaction_partitions: tuple[PartitionsSchema, ...] | None = (),
@@ -66,19 +67,20 @@ class TransactionLogValue(Message):
         client_transaction_version: int = 0,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TransactionLogValue:
-        return _new(cls, (producer_id, previous_producer_id, next_producer_id, producer_epoch, transaction_timeout_ms, transaction_status, as_tuple(transaction_partitions), transaction_last_update_timestamp_ms, transaction_start_timestamp_ms, client_transaction_version, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (producer_id, previous_producer_id, next_producer_id, producer_epoch, next_producer_epoch, transaction_timeout_ms, transaction_status, as_tuple(transaction_partitions), transaction_last_update_timestamp_ms, transaction_start_timestamp_ms, client_transaction_version, as_tuple(unknown_tagged_fields),))
 
     producer_id: int = attribute(0)
     previous_producer_id: int = attribute(1)
     next_producer_id: int = attribute(2)
     producer_epoch: int = attribute(3)
-    transaction_timeout_ms: int = attribute(4)
-    transaction_status: int = attribute(5)
-    transaction_partitions: tuple[PartitionsSchema, ...] | None = attribute(6)
-    transaction_last_update_timestamp_ms: int = attribute(7)
-    transaction_start_timestamp_ms: int = attribute(8)
-    client_transaction_version: int = attribute(9)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(10)
+    next_producer_epoch: int = attribute(4)
+    transaction_timeout_ms: int = attribute(5)
+    transaction_status: int = attribute(6)
+    transaction_partitions: tuple[PartitionsSchema, ...] | None = attribute(7)
+    transaction_last_update_timestamp_ms: int = attribute(8)
+    transaction_start_timestamp_ms: int = attribute(9)
+    client_transaction_version: int = attribute(10)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(11)
 
 
 def _d_PartitionsSchema_0(b: bytes, p: int) -> tuple[PartitionsSchema, int]:
@@ -170,12 +172,12 @@ def _d_TransactionLogValue_0(b: bytes, p: int) -> tuple[TransactionLogValue, int
     _f = ''
     try:
         _f = 'producer_id'
-        (v0, v3, v4, v5,) = _U_qhib(b, p)
+        (v0, v3, v5, v6,) = _U_qhib(b, p)
         p += 15
         _f = 'transaction_partitions'
         n, p = read_array_length(b, p)
         if n < 0:
-            v6 = None
+            v7 = None
         else:
             a = []
             for i in range(n):
@@ -184,24 +186,24 @@ def _d_TransactionLogValue_0(b: bytes, p: int) -> tuple[TransactionLogValue, int
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v6 = tuple(a)
+            v7 = tuple(a)
         _f = 'transaction_last_update_timestamp_ms'
-        (v7, v8,) = _U_qq(b, p)
+        (v8, v9,) = _U_qq(b, p)
         p += 16
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TransactionLogValue, (v0, -1, -1, v3, v4, v5, v6, v7, v8, 0, (),)), p
+    return _new(TransactionLogValue, (v0, -1, -1, v3, -1, v5, v6, v7, v8, v9, 0, (),)), p
 
 def _d_TransactionLogValue_1(b: bytes, p: int) -> tuple[TransactionLogValue, int]:
     _f = ''
     try:
         _f = 'producer_id'
-        (v0, v3, v4, v5,) = _U_qhib(b, p)
+        (v0, v3, v5, v6,) = _U_qhib(b, p)
         p += 15
         _f = 'transaction_partitions'
         n, p = read_compact_array_length(b, p)
         if n < 0:
-            v6 = None
+            v7 = None
         else:
             a = []
             for i in range(n):
@@ -210,14 +212,15 @@ def _d_TransactionLogValue_1(b: bytes, p: int) -> tuple[TransactionLogValue, int
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v6 = tuple(a)
+            v7 = tuple(a)
         _f = 'transaction_last_update_timestamp_ms'
-        (v7, v8,) = _U_qq(b, p)
+        (v8, v9,) = _U_qq(b, p)
         p += 16
         _f = '_tagged_fields'
         v1 = -1
         v2 = -1
-        v9 = 0
+        v10 = 0
+        v4 = -1
         if b[p] == 0:
             p += 1
             vt = ()
@@ -249,11 +252,19 @@ def _d_TransactionLogValue_1(b: bytes, p: int) -> tuple[TransactionLogValue, int
                         u.append((t, b[e - s:e]))
                 elif t == 2:
                     _f = 'client_transaction_version'
-                    (v9,) = _U_h(b, p)
+                    (v10,) = _U_h(b, p)
                     p += 2
                     if p != e:
                         raise tag_size_mismatch(t, s, p - e + s)
-                    if v9 == 0:
+                    if v10 == 0:
+                        u.append((t, b[e - s:e]))
+                elif t == 3:
+                    _f = 'next_producer_epoch'
+                    (v4,) = _U_h(b, p)
+                    p += 2
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v4 == -1:
                         u.append((t, b[e - s:e]))
                 else:
                     u.append((t, b[p:e]))
@@ -261,50 +272,53 @@ def _d_TransactionLogValue_1(b: bytes, p: int) -> tuple[TransactionLogValue, int
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TransactionLogValue, (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, vt,)), p
+    return _new(TransactionLogValue, (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, vt,)), p
 
 def _e_TransactionLogValue_0(o: TransactionLogValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, vt,) = o
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, vt,) = o
         _f = 'previous_producer_id'
         if v1 != -1:
             raise unsupported_field(0)
         _f = 'next_producer_id'
         if v2 != -1:
             raise unsupported_field(0)
+        _f = 'next_producer_epoch'
+        if v4 != -1:
+            raise unsupported_field(0)
         _f = 'client_transaction_version'
-        if v9 != 0:
+        if v10 != 0:
             raise unsupported_field(0)
         _f = 'producer_id'
-        w(_P_qhib(v0, v3, v4, v5))
+        w(_P_qhib(v0, v3, v5, v6))
         _f = 'transaction_partitions'
-        if v6 is None:
+        if v7 is None:
             w(NULL_ARRAY)
         else:
-            w(array_len(len(v6)))
-            for x in v6:
+            w(array_len(len(v7)))
+            for x in v7:
                 _e_PartitionsSchema_0(x, w)
         _f = 'transaction_last_update_timestamp_ms'
-        w(_P_qq(v7, v8))
+        w(_P_qq(v8, v9))
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
 def _e_TransactionLogValue_1(o: TransactionLogValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, vt,) = o
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, vt,) = o
         _f = 'producer_id'
-        w(_P_qhib(v0, v3, v4, v5))
+        w(_P_qhib(v0, v3, v5, v6))
         _f = 'transaction_partitions'
-        if v6 is None:
+        if v7 is None:
             w(NULL_COMPACT)
         else:
-            w(compact_len(len(v6)))
-            for x in v6:
+            w(compact_len(len(v7)))
+            for x in v7:
                 _e_PartitionsSchema_1(x, w)
         _f = 'transaction_last_update_timestamp_ms'
-        w(_P_qq(v7, v8))
+        w(_P_qq(v8, v9))
         tg = []
         _f = 'previous_producer_id'
         if v1 != -1:
@@ -317,10 +331,15 @@ def _e_TransactionLogValue_1(o: TransactionLogValue, w: Callable[[bytes], object
             t.append(_P_q(v2))
             tg.append((1, b''.join(t)))
         _f = 'client_transaction_version'
-        if v9 != 0:
+        if v10 != 0:
             t = []
-            t.append(_P_h(v9))
+            t.append(_P_h(v10))
             tg.append((2, b''.join(t)))
+        _f = 'next_producer_epoch'
+        if v4 != -1:
+            t = []
+            t.append(_P_h(v4))
+            tg.append((3, b''.join(t)))
         if tg or vt:
             write_tagged(w, tg, vt)
         else:
@@ -340,6 +359,7 @@ TransactionLogValue._spec = (
     Field('previous_producer_id', 'previousProducerId', 'int64', None, None, (1, 32767), None, (1, 32767), 0, -1, False, INHERIT),
     Field('next_producer_id', 'nextProducerId', 'int64', None, None, (1, 32767), None, (1, 32767), 1, -1, False, INHERIT),
     Field('producer_epoch', 'producerEpoch', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('next_producer_epoch', 'nextProducerEpoch', 'int16', None, None, (1, 32767), None, (1, 32767), 3, -1, False, INHERIT),
     Field('transaction_timeout_ms', 'transactionTimeoutMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('transaction_status', 'transactionStatus', 'int8', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('transaction_partitions', 'transactionPartitions', 'array', 'struct', PartitionsSchema, (0, 32767), (0, 32767), None, None, (), False, INHERIT),
@@ -356,8 +376,8 @@ install_plans(globals(), (
     ('_d_PartitionsSchema_1', 'PartitionsSchema', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_PartitionsSchema_0', 'PartitionsSchema', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 3, 0, 0, -1, None, None), )),
     ('_e_PartitionsSchema_1', 'PartitionsSchema', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_TransactionLogValue_0', 'TransactionLogValue', 11, ((0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (3, 6, 11, 0, 1, -1, '_d_PartitionsSchema_0', None), (0, 7, 4, 0, 0, -1, None, None), (0, 8, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 9, 0, 0, 0, -1, None, 0), (5, 10, 0, 0, 0, -1, None, ()), )),
-    ('_d_TransactionLogValue_1', 'TransactionLogValue', 11, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (3, 6, 11, 1, 1, -1, '_d_PartitionsSchema_1', None), (0, 7, 4, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 9, 0, 0, 0, -1, None, 0), (6, 10, 0, 0, 0, -1, None, None), )),
-    ('_e_TransactionLogValue_0', 'TransactionLogValue', 11, ((7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 9, 0, 0, 0, -1, None, 0), (0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 4, 3, 0, 0, -1, None, None), (0, 5, 1, 0, 0, -1, None, None), (3, 6, 11, 0, 1, -1, '_e_PartitionsSchema_0', None), (0, 7, 4, 0, 0, -1, None, None), (0, 8, 4, 0, 0, -1, None, None), )),
-    ('_e_TransactionLogValue_1', 'TransactionLogValue', 11, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 1, 1, 0, -1, None, None), (3, 6, 11, 1, 1, -1, '_e_PartitionsSchema_1', None), (0, 7, 4, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 9, 0, 0, 0, -1, None, 0), (6, 10, 0, 0, 0, -1, None, None), )),
+    ('_d_TransactionLogValue_0', 'TransactionLogValue', 12, ((0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 5, 3, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (3, 7, 11, 0, 1, -1, '_d_PartitionsSchema_0', None), (0, 8, 4, 0, 0, -1, None, None), (0, 9, 4, 0, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 4, 0, 0, 0, -1, None, -1), (5, 10, 0, 0, 0, -1, None, 0), (5, 11, 0, 0, 0, -1, None, ()), )),
+    ('_d_TransactionLogValue_1', 'TransactionLogValue', 12, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (3, 7, 11, 1, 1, -1, '_d_PartitionsSchema_1', None), (0, 8, 4, 1, 0, -1, None, None), (0, 9, 4, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, -1), (5, 2, 0, 0, 0, -1, None, -1), (5, 10, 0, 0, 0, -1, None, 0), (5, 4, 0, 0, 0, -1, None, -1), (6, 11, 0, 0, 0, -1, None, None), )),
+    ('_e_TransactionLogValue_0', 'TransactionLogValue', 12, ((7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 4, 0, 0, 0, -1, None, -1), (7, 10, 0, 0, 0, -1, None, 0), (0, 0, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (0, 5, 3, 0, 0, -1, None, None), (0, 6, 1, 0, 0, -1, None, None), (3, 7, 11, 0, 1, -1, '_e_PartitionsSchema_0', None), (0, 8, 4, 0, 0, -1, None, None), (0, 9, 4, 0, 0, -1, None, None), )),
+    ('_e_TransactionLogValue_1', 'TransactionLogValue', 12, ((0, 0, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 1, 1, 0, -1, None, None), (3, 7, 11, 1, 1, -1, '_e_PartitionsSchema_1', None), (0, 8, 4, 1, 0, -1, None, None), (0, 9, 4, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, -1), (7, 2, 0, 0, 0, -1, None, -1), (7, 4, 0, 0, 0, -1, None, -1), (7, 10, 0, 0, 0, -1, None, 0), (6, 11, 0, 0, 0, -1, None, None), )),
 ))
