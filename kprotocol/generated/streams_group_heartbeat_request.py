@@ -231,7 +231,7 @@ class StreamsGroupHeartbeatRequest(Message):
     _fields = ('group_id', 'member_id', 'member_epoch', 'endpoint_information_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'topology', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'shutdown_application', 'unknown_tagged_fields')
     spec_type = 'request'
     api_key = 88
-    valid_versions = (0, 0)
+    valid_versions = (0, 1)
     flexible_versions = (0, 32767)
 
     def __new__(
@@ -1055,23 +1055,23 @@ KeyValue._spec = (
     Field('key', 'key', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('value', 'value', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
 )
-KeyValue._decoders = {0: _d_KeyValue_0}
-KeyValue._encoders = {0: _e_KeyValue_0}
+KeyValue._decoders = {0: _d_KeyValue_0, 1: _d_KeyValue_0}
+KeyValue._encoders = {0: _e_KeyValue_0, 1: _e_KeyValue_0}
 TopicInfo._spec = (
     Field('name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('replication_factor', 'replicationFactor', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('topic_configs', 'topicConfigs', 'array', 'struct', KeyValue, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TopicInfo._decoders = {0: _d_TopicInfo_0}
-TopicInfo._encoders = {0: _e_TopicInfo_0}
+TopicInfo._decoders = {0: _d_TopicInfo_0, 1: _d_TopicInfo_0}
+TopicInfo._encoders = {0: _e_TopicInfo_0, 1: _e_TopicInfo_0}
 CopartitionGroup._spec = (
     Field('source_topics', 'sourceTopics', 'array', 'int16', None, (0, 32767), None, None, None, (), False, INHERIT),
     Field('source_topic_regex', 'sourceTopicRegex', 'array', 'int16', None, (0, 32767), None, None, None, (), False, INHERIT),
     Field('repartition_source_topics', 'repartitionSourceTopics', 'array', 'int16', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-CopartitionGroup._decoders = {0: _d_CopartitionGroup_0}
-CopartitionGroup._encoders = {0: _e_CopartitionGroup_0}
+CopartitionGroup._decoders = {0: _d_CopartitionGroup_0, 1: _d_CopartitionGroup_0}
+CopartitionGroup._encoders = {0: _e_CopartitionGroup_0, 1: _e_CopartitionGroup_0}
 Subtopology._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('source_topics', 'sourceTopics', 'array', 'string', None, (0, 32767), None, None, None, (), False, INHERIT),
@@ -1081,33 +1081,33 @@ Subtopology._spec = (
     Field('repartition_source_topics', 'repartitionSourceTopics', 'array', 'struct', TopicInfo, (0, 32767), None, None, None, (), False, INHERIT),
     Field('copartition_groups', 'copartitionGroups', 'array', 'struct', CopartitionGroup, (0, 32767), None, None, None, (), False, INHERIT),
 )
-Subtopology._decoders = {0: _d_Subtopology_0}
-Subtopology._encoders = {0: _e_Subtopology_0}
+Subtopology._decoders = {0: _d_Subtopology_0, 1: _d_Subtopology_0}
+Subtopology._encoders = {0: _e_Subtopology_0, 1: _e_Subtopology_0}
 Topology._spec = (
     Field('epoch', 'epoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('subtopologies', 'subtopologies', 'array', 'struct', Subtopology, (0, 32767), None, None, None, (), False, INHERIT),
 )
-Topology._decoders = {0: _d_Topology_0}
-Topology._encoders = {0: _e_Topology_0}
+Topology._decoders = {0: _d_Topology_0, 1: _d_Topology_0}
+Topology._encoders = {0: _e_Topology_0, 1: _e_Topology_0}
 TaskIds._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TaskIds._decoders = {0: _d_TaskIds_0}
-TaskIds._encoders = {0: _e_TaskIds_0}
+TaskIds._decoders = {0: _d_TaskIds_0, 1: _d_TaskIds_0}
+TaskIds._encoders = {0: _e_TaskIds_0, 1: _e_TaskIds_0}
 Endpoint._spec = (
     Field('host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('port', 'port', 'uint16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-Endpoint._decoders = {0: _d_Endpoint_0}
-Endpoint._encoders = {0: _e_Endpoint_0}
+Endpoint._decoders = {0: _d_Endpoint_0, 1: _d_Endpoint_0}
+Endpoint._encoders = {0: _e_Endpoint_0, 1: _e_Endpoint_0}
 TaskOffset._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partition', 'partition', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('offset', 'offset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-TaskOffset._decoders = {0: _d_TaskOffset_0}
-TaskOffset._encoders = {0: _e_TaskOffset_0}
+TaskOffset._decoders = {0: _d_TaskOffset_0, 1: _d_TaskOffset_0}
+TaskOffset._encoders = {0: _e_TaskOffset_0, 1: _e_TaskOffset_0}
 StreamsGroupHeartbeatRequest._spec = (
     Field('group_id', 'groupId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('member_id', 'memberId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
@@ -1127,8 +1127,8 @@ StreamsGroupHeartbeatRequest._spec = (
     Field('task_end_offsets', 'taskEndOffsets', 'array', 'struct', TaskOffset, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
     Field('shutdown_application', 'shutdownApplication', 'bool', None, None, (0, 32767), None, None, None, False, False, INHERIT),
 )
-StreamsGroupHeartbeatRequest._decoders = {0: _d_StreamsGroupHeartbeatRequest_0}
-StreamsGroupHeartbeatRequest._encoders = {0: _e_StreamsGroupHeartbeatRequest_0}
+StreamsGroupHeartbeatRequest._decoders = {0: _d_StreamsGroupHeartbeatRequest_0, 1: _d_StreamsGroupHeartbeatRequest_0}
+StreamsGroupHeartbeatRequest._encoders = {0: _e_StreamsGroupHeartbeatRequest_0, 1: _e_StreamsGroupHeartbeatRequest_0}
 StreamsGroupHeartbeatRequest.KeyValue = KeyValue
 StreamsGroupHeartbeatRequest.TopicInfo = TopicInfo
 StreamsGroupHeartbeatRequest.CopartitionGroup = CopartitionGroup

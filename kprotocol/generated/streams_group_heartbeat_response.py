@@ -12,12 +12,16 @@ _U_H = _Struct('>H').unpack_from
 _P_H = _Struct('>H').pack
 _U_b = _Struct('>b').unpack_from
 _P_b = _Struct('>b').pack
+_U_bi = _Struct('>bi').unpack_from
+_P_bi = _Struct('>bi').pack
 _U_i = _Struct('>i').unpack_from
 _P_i = _Struct('>i').pack
 _U_ih = _Struct('>ih').unpack_from
 _P_ih = _Struct('>ih').pack
 _U_iiii = _Struct('>iiii').unpack_from
 _P_iiii = _Struct('>iiii').pack
+_U_iiiq = _Struct('>iiiq').unpack_from
+_P_iiiq = _Struct('>iiiq').pack
 
 
 class Status(Struct):
@@ -141,10 +145,10 @@ class StreamsGroupHeartbeatResponse(Message):
     """StreamsGroupHeartbeatResponse: response message."""
 
     __slots__ = ()
-    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag', 'task_offset_interval_ms', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'endpoint_information_epoch', 'partitions_by_user_endpoint', 'unknown_tagged_fields')
+    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag_legacy', 'task_offset_interval_ms', 'acceptable_recovery_lag', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'topology_description_required', 'endpoint_information_epoch', 'partitions_by_user_endpoint', 'unknown_tagged_fields')
     spec_type = 'response'
     api_key = 88
-    valid_versions = (0, 0)
+    valid_versions = (0, 1)
     flexible_versions = (0, 32767)
 
     def __new__(
@@ -156,17 +160,19 @@ class StreamsGroupHeartbeatResponse(Message):
         member_id: str = '',
         member_epoch: int = 0,
         heartbeat_interval_ms: int = 0,
-        acceptable_recovery_lag: int = 0,
+        acceptable_recovery_lag_legacy: int = 0,
         task_offset_interval_ms: int = 0,
-        status: tuple[Status, ...] | None = None,
+        acceptable_recovery_lag: int = -1,
+        status: tuple[Status, ...] | None = (),
         active_tasks: tuple[TaskIds, ...] | None = None,
         standby_tasks: tuple[TaskIds, ...] | None = None,
         warmup_tasks: tuple[TaskIds, ...] | None = None,
+        topology_description_required: bool = False,
         endpoint_information_epoch: int = 0,
         partitions_by_user_endpoint: tuple[EndpointToPartitions, ...] | None = None,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> StreamsGroupHeartbeatResponse:
-        return _new(cls, (throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, acceptable_recovery_lag, task_offset_interval_ms, as_tuple(status), as_tuple(active_tasks), as_tuple(standby_tasks), as_tuple(warmup_tasks), endpoint_information_epoch, as_tuple(partitions_by_user_endpoint), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, acceptable_recovery_lag_legacy, task_offset_interval_ms, acceptable_recovery_lag, as_tuple(status), as_tuple(active_tasks), as_tuple(standby_tasks), as_tuple(warmup_tasks), topology_description_required, endpoint_information_epoch, as_tuple(partitions_by_user_endpoint), as_tuple(unknown_tagged_fields),))
 
     throttle_time_ms: int = attribute(0)
     error_code: int = attribute(1)
@@ -174,15 +180,17 @@ class StreamsGroupHeartbeatResponse(Message):
     member_id: str = attribute(3)
     member_epoch: int = attribute(4)
     heartbeat_interval_ms: int = attribute(5)
-    acceptable_recovery_lag: int = attribute(6)
+    acceptable_recovery_lag_legacy: int = attribute(6)
     task_offset_interval_ms: int = attribute(7)
-    status: tuple[Status, ...] | None = attribute(8)
-    active_tasks: tuple[TaskIds, ...] | None = attribute(9)
-    standby_tasks: tuple[TaskIds, ...] | None = attribute(10)
-    warmup_tasks: tuple[TaskIds, ...] | None = attribute(11)
-    endpoint_information_epoch: int = attribute(12)
-    partitions_by_user_endpoint: tuple[EndpointToPartitions, ...] | None = attribute(13)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(14)
+    acceptable_recovery_lag: int = attribute(8)
+    status: tuple[Status, ...] | None = attribute(9)
+    active_tasks: tuple[TaskIds, ...] | None = attribute(10)
+    standby_tasks: tuple[TaskIds, ...] | None = attribute(11)
+    warmup_tasks: tuple[TaskIds, ...] | None = attribute(12)
+    topology_description_required: bool = attribute(13)
+    endpoint_information_epoch: int = attribute(14)
+    partitions_by_user_endpoint: tuple[EndpointToPartitions, ...] | None = attribute(15)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(16)
 
 
 def _d_Status_0(b: bytes, p: int) -> tuple[Status, int]:
@@ -480,7 +488,7 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
         _f = 'status'
         n, p = read_compact_array_length(b, p)
         if n < 0:
-            v8 = None
+            v9 = None
         else:
             a = []
             for i in range(n):
@@ -489,21 +497,8 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v8 = tuple(a)
-        _f = 'active_tasks'
-        n, p = read_compact_array_length(b, p)
-        if n < 0:
-            v9 = None
-        else:
-            a = []
-            for i in range(n):
-                try:
-                    x, p = _d_TaskIds_0(b, p)
-                except DecodeError as e:
-                    raise e.within(f'[{i}]') from None
-                a.append(x)
             v9 = tuple(a)
-        _f = 'standby_tasks'
+        _f = 'active_tasks'
         n, p = read_compact_array_length(b, p)
         if n < 0:
             v10 = None
@@ -516,7 +511,7 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
                     raise e.within(f'[{i}]') from None
                 a.append(x)
             v10 = tuple(a)
-        _f = 'warmup_tasks'
+        _f = 'standby_tasks'
         n, p = read_compact_array_length(b, p)
         if n < 0:
             v11 = None
@@ -529,13 +524,26 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
                     raise e.within(f'[{i}]') from None
                 a.append(x)
             v11 = tuple(a)
+        _f = 'warmup_tasks'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v12 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TaskIds_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v12 = tuple(a)
         _f = 'endpoint_information_epoch'
-        (v12,) = _U_i(b, p)
+        (v14,) = _U_i(b, p)
         p += 4
         _f = 'partitions_by_user_endpoint'
         n, p = read_compact_array_length(b, p)
         if n < 0:
-            v13 = None
+            v15 = None
         else:
             a = []
             for i in range(n):
@@ -544,7 +552,7 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v13 = tuple(a)
+            v15 = tuple(a)
         _f = '_tagged_fields'
         if b[p] == 0:
             p += 1
@@ -564,12 +572,123 @@ def _d_StreamsGroupHeartbeatResponse_0(b: bytes, p: int) -> tuple[StreamsGroupHe
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(StreamsGroupHeartbeatResponse, (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, vt,)), p
+    return _new(StreamsGroupHeartbeatResponse, (v0, v1, v2, v3, v4, v5, v6, v7, -1, v9, v10, v11, v12, False, v14, v15, vt,)), p
+
+def _d_StreamsGroupHeartbeatResponse_1(b: bytes, p: int) -> tuple[StreamsGroupHeartbeatResponse, int]:
+    _f = ''
+    try:
+        _f = 'throttle_time_ms'
+        (v0, v1,) = _U_ih(b, p)
+        p += 6
+        _f = 'error_message'
+        v2, p = read_compact_string(b, p)
+        _f = 'member_id'
+        v3, p = read_compact_string(b, p)
+        if v3 is None:
+            raise null_field()
+        _f = 'member_epoch'
+        (v4, v5, v7, v8,) = _U_iiiq(b, p)
+        p += 20
+        _f = 'status'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v9 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_Status_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v9 = tuple(a)
+        _f = 'active_tasks'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v10 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TaskIds_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v10 = tuple(a)
+        _f = 'standby_tasks'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v11 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TaskIds_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v11 = tuple(a)
+        _f = 'warmup_tasks'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v12 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TaskIds_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v12 = tuple(a)
+        _f = 'topology_description_required'
+        (v13, v14,) = _U_bi(b, p)
+        p += 5
+        v13 = check_bool(v13, p - 5)
+        _f = 'partitions_by_user_endpoint'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            v15 = None
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_EndpointToPartitions_0(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v15 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(StreamsGroupHeartbeatResponse, (v0, v1, v2, v3, v4, v5, 0, v7, v8, v9, v10, v11, v12, v13, v14, v15, vt,)), p
 
 def _e_StreamsGroupHeartbeatResponse_0(o: StreamsGroupHeartbeatResponse, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, vt,) = o
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, vt,) = o
+        _f = 'acceptable_recovery_lag'
+        if v8 != -1:
+            raise unsupported_field(0)
+        _f = 'topology_description_required'
+        if v13 != False:
+            raise unsupported_field(0)
         _f = 'throttle_time_ms'
         w(_P_ih(v0, v1))
         _f = 'error_message'
@@ -579,41 +698,100 @@ def _e_StreamsGroupHeartbeatResponse_0(o: StreamsGroupHeartbeatResponse, w: Call
         _f = 'member_epoch'
         w(_P_iiii(v4, v5, v6, v7))
         _f = 'status'
-        if v8 is None:
-            w(NULL_COMPACT)
-        else:
-            w(compact_len(len(v8)))
-            for x in v8:
-                _e_Status_0(x, w)
-        _f = 'active_tasks'
         if v9 is None:
             w(NULL_COMPACT)
         else:
             w(compact_len(len(v9)))
             for x in v9:
-                _e_TaskIds_0(x, w)
-        _f = 'standby_tasks'
+                _e_Status_0(x, w)
+        _f = 'active_tasks'
         if v10 is None:
             w(NULL_COMPACT)
         else:
             w(compact_len(len(v10)))
             for x in v10:
                 _e_TaskIds_0(x, w)
-        _f = 'warmup_tasks'
+        _f = 'standby_tasks'
         if v11 is None:
             w(NULL_COMPACT)
         else:
             w(compact_len(len(v11)))
             for x in v11:
                 _e_TaskIds_0(x, w)
-        _f = 'endpoint_information_epoch'
-        w(_P_i(v12))
-        _f = 'partitions_by_user_endpoint'
-        if v13 is None:
+        _f = 'warmup_tasks'
+        if v12 is None:
             w(NULL_COMPACT)
         else:
-            w(compact_len(len(v13)))
-            for x in v13:
+            w(compact_len(len(v12)))
+            for x in v12:
+                _e_TaskIds_0(x, w)
+        _f = 'endpoint_information_epoch'
+        w(_P_i(v14))
+        _f = 'partitions_by_user_endpoint'
+        if v15 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v15)))
+            for x in v15:
+                _e_EndpointToPartitions_0(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_StreamsGroupHeartbeatResponse_1(o: StreamsGroupHeartbeatResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, vt,) = o
+        _f = 'acceptable_recovery_lag_legacy'
+        if v6 != 0:
+            raise unsupported_field(1)
+        _f = 'throttle_time_ms'
+        w(_P_ih(v0, v1))
+        _f = 'error_message'
+        write_compact_string_nullable(w, v2)
+        _f = 'member_id'
+        write_compact_string(w, v3)
+        _f = 'member_epoch'
+        w(_P_iiiq(v4, v5, v7, v8))
+        _f = 'status'
+        if v9 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v9)))
+            for x in v9:
+                _e_Status_0(x, w)
+        _f = 'active_tasks'
+        if v10 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v10)))
+            for x in v10:
+                _e_TaskIds_0(x, w)
+        _f = 'standby_tasks'
+        if v11 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v11)))
+            for x in v11:
+                _e_TaskIds_0(x, w)
+        _f = 'warmup_tasks'
+        if v12 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v12)))
+            for x in v12:
+                _e_TaskIds_0(x, w)
+        _f = 'topology_description_required'
+        w(_P_bi(v13, v14))
+        _f = 'partitions_by_user_endpoint'
+        if v15 is None:
+            w(NULL_COMPACT)
+        else:
+            w(compact_len(len(v15)))
+            for x in v15:
                 _e_EndpointToPartitions_0(x, w)
         if vt:
             write_tagged(w, [], vt)
@@ -627,33 +805,33 @@ Status._spec = (
     Field('status_code', 'statusCode', 'int8', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('status_detail', 'statusDetail', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
 )
-Status._decoders = {0: _d_Status_0}
-Status._encoders = {0: _e_Status_0}
+Status._decoders = {0: _d_Status_0, 1: _d_Status_0}
+Status._encoders = {0: _e_Status_0, 1: _e_Status_0}
 TaskIds._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TaskIds._decoders = {0: _d_TaskIds_0}
-TaskIds._encoders = {0: _e_TaskIds_0}
+TaskIds._decoders = {0: _d_TaskIds_0, 1: _d_TaskIds_0}
+TaskIds._encoders = {0: _e_TaskIds_0, 1: _e_TaskIds_0}
 Endpoint._spec = (
     Field('host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('port', 'port', 'uint16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-Endpoint._decoders = {0: _d_Endpoint_0}
-Endpoint._encoders = {0: _e_Endpoint_0}
+Endpoint._decoders = {0: _d_Endpoint_0, 1: _d_Endpoint_0}
+Endpoint._encoders = {0: _e_Endpoint_0, 1: _e_Endpoint_0}
 TopicPartition._spec = (
     Field('topic', 'topic', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TopicPartition._decoders = {0: _d_TopicPartition_0}
-TopicPartition._encoders = {0: _e_TopicPartition_0}
+TopicPartition._decoders = {0: _d_TopicPartition_0, 1: _d_TopicPartition_0}
+TopicPartition._encoders = {0: _e_TopicPartition_0, 1: _e_TopicPartition_0}
 EndpointToPartitions._spec = (
     Field('user_endpoint', 'userEndpoint', 'struct', None, Endpoint, (0, 32767), None, None, None, _DEFAULT_Endpoint, False, INHERIT),
     Field('active_partitions', 'activePartitions', 'array', 'struct', TopicPartition, (0, 32767), None, None, None, (), False, INHERIT),
     Field('standby_partitions', 'standbyPartitions', 'array', 'struct', TopicPartition, (0, 32767), None, None, None, (), False, INHERIT),
 )
-EndpointToPartitions._decoders = {0: _d_EndpointToPartitions_0}
-EndpointToPartitions._encoders = {0: _e_EndpointToPartitions_0}
+EndpointToPartitions._decoders = {0: _d_EndpointToPartitions_0, 1: _d_EndpointToPartitions_0}
+EndpointToPartitions._encoders = {0: _e_EndpointToPartitions_0, 1: _e_EndpointToPartitions_0}
 StreamsGroupHeartbeatResponse._spec = (
     Field('throttle_time_ms', 'throttleTimeMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
@@ -661,17 +839,19 @@ StreamsGroupHeartbeatResponse._spec = (
     Field('member_id', 'memberId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('member_epoch', 'memberEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('heartbeat_interval_ms', 'heartbeatIntervalMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('acceptable_recovery_lag', 'acceptableRecoveryLag', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('acceptable_recovery_lag_legacy', 'acceptableRecoveryLagLegacy', 'int32', None, None, (0, 0), None, None, None, 0, False, INHERIT),
     Field('task_offset_interval_ms', 'taskOffsetIntervalMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('status', 'status', 'array', 'struct', Status, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
+    Field('acceptable_recovery_lag', 'acceptableRecoveryLag', 'int64', None, None, (1, 32767), None, None, None, -1, False, INHERIT),
+    Field('status', 'status', 'array', 'struct', Status, (0, 32767), (0, 32767), None, None, (), False, INHERIT),
     Field('active_tasks', 'activeTasks', 'array', 'struct', TaskIds, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
     Field('standby_tasks', 'standbyTasks', 'array', 'struct', TaskIds, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
     Field('warmup_tasks', 'warmupTasks', 'array', 'struct', TaskIds, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
+    Field('topology_description_required', 'topologyDescriptionRequired', 'bool', None, None, (1, 32767), None, None, None, False, False, INHERIT),
     Field('endpoint_information_epoch', 'endpointInformationEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('partitions_by_user_endpoint', 'partitionsByUserEndpoint', 'array', 'struct', EndpointToPartitions, (0, 32767), (0, 32767), None, None, None, False, INHERIT),
 )
-StreamsGroupHeartbeatResponse._decoders = {0: _d_StreamsGroupHeartbeatResponse_0}
-StreamsGroupHeartbeatResponse._encoders = {0: _e_StreamsGroupHeartbeatResponse_0}
+StreamsGroupHeartbeatResponse._decoders = {0: _d_StreamsGroupHeartbeatResponse_0, 1: _d_StreamsGroupHeartbeatResponse_1}
+StreamsGroupHeartbeatResponse._encoders = {0: _e_StreamsGroupHeartbeatResponse_0, 1: _e_StreamsGroupHeartbeatResponse_1}
 StreamsGroupHeartbeatResponse.Status = Status
 StreamsGroupHeartbeatResponse.TaskIds = TaskIds
 StreamsGroupHeartbeatResponse.Endpoint = Endpoint
@@ -689,6 +869,8 @@ install_plans(globals(), (
     ('_e_TopicPartition_0', 'TopicPartition', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_d_EndpointToPartitions_0', 'EndpointToPartitions', 4, ((4, 0, 11, 1, 0, -1, '_d_Endpoint_0', None), (3, 1, 11, 1, 0, -1, '_d_TopicPartition_0', None), (3, 2, 11, 1, 0, -1, '_d_TopicPartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_e_EndpointToPartitions_0', 'EndpointToPartitions', 4, ((4, 0, 11, 1, 0, -1, '_e_Endpoint_0', None), (3, 1, 11, 1, 0, -1, '_e_TopicPartition_0', None), (3, 2, 11, 1, 0, -1, '_e_TopicPartition_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
-    ('_d_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 15, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 8, 11, 1, 1, -1, '_d_Status_0', None), (3, 9, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_d_TaskIds_0', None), (0, 12, 3, 1, 0, -1, None, None), (3, 13, 11, 1, 1, -1, '_d_EndpointToPartitions_0', None), (6, 14, 0, 0, 0, -1, None, None), )),
-    ('_e_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 15, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 8, 11, 1, 1, -1, '_e_Status_0', None), (3, 9, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 10, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_e_TaskIds_0', None), (0, 12, 3, 1, 0, -1, None, None), (3, 13, 11, 1, 1, -1, '_e_EndpointToPartitions_0', None), (6, 14, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 17, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 9, 11, 1, 1, -1, '_d_Status_0', None), (3, 10, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 12, 11, 1, 1, -1, '_d_TaskIds_0', None), (0, 14, 3, 1, 0, -1, None, None), (3, 15, 11, 1, 1, -1, '_d_EndpointToPartitions_0', None), (5, 8, 0, 0, 0, -1, None, -1), (5, 13, 0, 0, 0, -1, None, False), (6, 16, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupHeartbeatResponse_1', 'StreamsGroupHeartbeatResponse', 17, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (3, 9, 11, 1, 1, -1, '_d_Status_0', None), (3, 10, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_d_TaskIds_0', None), (3, 12, 11, 1, 1, -1, '_d_TaskIds_0', None), (0, 13, 0, 1, 0, -1, None, None), (0, 14, 3, 1, 0, -1, None, None), (3, 15, 11, 1, 1, -1, '_d_EndpointToPartitions_0', None), (5, 6, 0, 0, 0, -1, None, 0), (6, 16, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupHeartbeatResponse_0', 'StreamsGroupHeartbeatResponse', 17, ((7, 8, 0, 0, 0, -1, None, -1), (7, 13, 0, 0, 0, -1, None, False), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 6, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (3, 9, 11, 1, 1, -1, '_e_Status_0', None), (3, 10, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 12, 11, 1, 1, -1, '_e_TaskIds_0', None), (0, 14, 3, 1, 0, -1, None, None), (3, 15, 11, 1, 1, -1, '_e_EndpointToPartitions_0', None), (6, 16, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupHeartbeatResponse_1', 'StreamsGroupHeartbeatResponse', 17, ((7, 6, 0, 0, 0, -1, None, 0), (0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (1, 2, 9, 1, 1, -1, None, None), (1, 3, 9, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (0, 5, 3, 1, 0, -1, None, None), (0, 7, 3, 1, 0, -1, None, None), (0, 8, 4, 1, 0, -1, None, None), (3, 9, 11, 1, 1, -1, '_e_Status_0', None), (3, 10, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 11, 11, 1, 1, -1, '_e_TaskIds_0', None), (3, 12, 11, 1, 1, -1, '_e_TaskIds_0', None), (0, 13, 0, 1, 0, -1, None, None), (0, 14, 3, 1, 0, -1, None, None), (3, 15, 11, 1, 1, -1, '_e_EndpointToPartitions_0', None), (6, 16, 0, 0, 0, -1, None, None), )),
 ))

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
+_U_16s = _Struct('>16s').unpack_from
+_P_16s = _Struct('>16s').pack
 _U_iq = _Struct('>iq').unpack_from
 _P_iq = _Struct('>iq').pack
 _U_iqi = _Struct('>iqi').unpack_from
@@ -49,20 +51,22 @@ class TxnOffsetCommitRequestTopic(Struct):
     """TxnOffsetCommitRequestTopic: a struct within TxnOffsetCommitRequest."""
 
     __slots__ = ()
-    _fields = ('name', 'partitions', 'unknown_tagged_fields')
+    _fields = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields')
 
     def __new__(
         cls,
         *,
         name: str = '',
+        topic_id: UUID = ZERO_UUID,
         partitions: tuple[TxnOffsetCommitRequestPartition, ...] = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TxnOffsetCommitRequestTopic:
-        return _new(cls, (name, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (name, topic_id, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
 
     name: str = attribute(0)
-    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    topic_id: UUID = attribute(1)
+    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = attribute(2)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 _DEFAULT_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic()
@@ -72,10 +76,10 @@ class TxnOffsetCommitRequest(Message):
     """TxnOffsetCommitRequest: request message."""
 
     __slots__ = ()
-    _fields = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
+    _fields = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
     spec_type = 'request'
     api_key = 28
-    valid_versions = (0, 5)
+    valid_versions = (0, 6)
     flexible_versions = (3, 32767)
 
     def __new__(
@@ -85,19 +89,19 @@ class TxnOffsetCommitRequest(Message):
         group_id: str = '',
         producer_id: int = 0,
         producer_epoch: int = 0,
-        generation_id: int = -1,
+        generation_id_or_member_epoch: int = -1,
         member_id: str = '',
         group_instance_id: str | None = None,
         topics: tuple[TxnOffsetCommitRequestTopic, ...] = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TxnOffsetCommitRequest:
-        return _new(cls, (transactional_id, group_id, producer_id, producer_epoch, generation_id, member_id, group_instance_id, as_tuple(topics), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (transactional_id, group_id, producer_id, producer_epoch, generation_id_or_member_epoch, member_id, group_instance_id, as_tuple(topics), as_tuple(unknown_tagged_fields),))
 
     transactional_id: str = attribute(0)
     group_id: str = attribute(1)
     producer_id: int = attribute(2)
     producer_epoch: int = attribute(3)
-    generation_id: int = attribute(4)
+    generation_id_or_member_epoch: int = attribute(4)
     member_id: str = attribute(5)
     group_instance_id: str | None = attribute(6)
     topics: tuple[TxnOffsetCommitRequestTopic, ...] = attribute(7)
@@ -213,10 +217,10 @@ def _d_TxnOffsetCommitRequestTopic_0(b: bytes, p: int) -> tuple[TxnOffsetCommitR
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v1 = tuple(a)
+            v2 = tuple(a)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TxnOffsetCommitRequestTopic, (v0, v1, (),)), p
+    return _new(TxnOffsetCommitRequestTopic, (v0, ZERO_UUID, v2, (),)), p
 
 def _d_TxnOffsetCommitRequestTopic_1(b: bytes, p: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     _f = ''
@@ -237,10 +241,10 @@ def _d_TxnOffsetCommitRequestTopic_1(b: bytes, p: int) -> tuple[TxnOffsetCommitR
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v1 = tuple(a)
+            v2 = tuple(a)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TxnOffsetCommitRequestTopic, (v0, v1, (),)), p
+    return _new(TxnOffsetCommitRequestTopic, (v0, ZERO_UUID, v2, (),)), p
 
 def _d_TxnOffsetCommitRequestTopic_2(b: bytes, p: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     _f = ''
@@ -261,7 +265,7 @@ def _d_TxnOffsetCommitRequestTopic_2(b: bytes, p: int) -> tuple[TxnOffsetCommitR
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v1 = tuple(a)
+            v2 = tuple(a)
         _f = '_tagged_fields'
         if b[p] == 0:
             p += 1
@@ -281,20 +285,64 @@ def _d_TxnOffsetCommitRequestTopic_2(b: bytes, p: int) -> tuple[TxnOffsetCommitR
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TxnOffsetCommitRequestTopic, (v0, v1, vt,)), p
+    return _new(TxnOffsetCommitRequestTopic, (v0, ZERO_UUID, v2, vt,)), p
+
+def _d_TxnOffsetCommitRequestTopic_3(b: bytes, p: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
+    _f = ''
+    try:
+        _f = 'topic_id'
+        (v1,) = _U_16s(b, p)
+        p += 16
+        v1 = make_uuid(v1)
+        _f = 'partitions'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TxnOffsetCommitRequestPartition_2(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v2 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TxnOffsetCommitRequestTopic, ('', v1, v2, vt,)), p
 
 def _e_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(0)
         _f = 'name'
         write_string(w, v0)
         _f = 'partitions'
-        if v1 is None:
+        if v2 is None:
             raise null_value()
         else:
-            w(array_len(len(v1)))
-            for x in v1:
+            w(array_len(len(v2)))
+            for x in v2:
                 _e_TxnOffsetCommitRequestPartition_0(x, w)
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
@@ -302,31 +350,125 @@ def _e_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, w: Callable
 def _e_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(1)
         _f = 'name'
         write_string(w, v0)
         _f = 'partitions'
-        if v1 is None:
+        if v2 is None:
             raise null_value()
         else:
-            w(array_len(len(v1)))
-            for x in v1:
-                _e_TxnOffsetCommitRequestPartition_1(x, w)
+            w(array_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitRequestPartition_0(x, w)
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
 def _e_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(2)
+        _f = 'name'
+        write_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(array_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitRequestPartition_1(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequestTopic_3(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(3)
         _f = 'name'
         write_compact_string(w, v0)
         _f = 'partitions'
-        if v1 is None:
+        if v2 is None:
             raise null_value()
         else:
-            w(compact_len(len(v1)))
-            for x in v1:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitRequestPartition_2(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequestTopic_4(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(4)
+        _f = 'name'
+        write_compact_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitRequestPartition_2(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequestTopic_5(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(5)
+        _f = 'name'
+        write_compact_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitRequestPartition_2(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequestTopic_6(o: TxnOffsetCommitRequestTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'name'
+        if v0 != '':
+            raise unsupported_field(6)
+        _f = 'topic_id'
+        w(_P_16s(v1.bytes))
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
                 _e_TxnOffsetCommitRequestPartition_2(x, w)
         if vt:
             write_tagged(w, [], vt)
@@ -451,11 +593,65 @@ def _d_TxnOffsetCommitRequest_2(b: bytes, p: int) -> tuple[TxnOffsetCommitReques
         raise wrap_decode_error(exc, _f, p) from None
     return _new(TxnOffsetCommitRequest, (v0, v1, v2, v3, v4, v5, v6, v7, vt,)), p
 
+def _d_TxnOffsetCommitRequest_3(b: bytes, p: int) -> tuple[TxnOffsetCommitRequest, int]:
+    _f = ''
+    try:
+        _f = 'transactional_id'
+        v0, p = read_compact_string(b, p)
+        if v0 is None:
+            raise null_field()
+        _f = 'group_id'
+        v1, p = read_compact_string(b, p)
+        if v1 is None:
+            raise null_field()
+        _f = 'producer_id'
+        (v2, v3, v4,) = _U_qhi(b, p)
+        p += 14
+        _f = 'member_id'
+        v5, p = read_compact_string(b, p)
+        if v5 is None:
+            raise null_field()
+        _f = 'group_instance_id'
+        v6, p = read_compact_string(b, p)
+        _f = 'topics'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TxnOffsetCommitRequestTopic_3(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v7 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TxnOffsetCommitRequest, (v0, v1, v2, v3, v4, v5, v6, v7, vt,)), p
+
 def _e_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
-        _f = 'generation_id'
+        _f = 'generation_id_or_member_epoch'
         if v4 != -1:
             raise unsupported_field(0)
         _f = 'member_id'
@@ -484,7 +680,7 @@ def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, w: Callable[[bytes], 
     _f = ''
     try:
         (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
-        _f = 'generation_id'
+        _f = 'generation_id_or_member_epoch'
         if v4 != -1:
             raise unsupported_field(1)
         _f = 'member_id'
@@ -493,35 +689,6 @@ def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, w: Callable[[bytes], 
         _f = 'group_instance_id'
         if v6 != None:
             raise unsupported_field(1)
-        _f = 'transactional_id'
-        write_string(w, v0)
-        _f = 'group_id'
-        write_string(w, v1)
-        _f = 'producer_id'
-        w(_P_qh(v2, v3))
-        _f = 'topics'
-        if v7 is None:
-            raise null_value()
-        else:
-            w(array_len(len(v7)))
-            for x in v7:
-                _e_TxnOffsetCommitRequestTopic_0(x, w)
-    except Exception as exc:
-        raise wrap_encode_error(exc, _f) from None
-
-def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
-    _f = ''
-    try:
-        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
-        _f = 'generation_id'
-        if v4 != -1:
-            raise unsupported_field(2)
-        _f = 'member_id'
-        if v5 != '':
-            raise unsupported_field(2)
-        _f = 'group_instance_id'
-        if v6 != None:
-            raise unsupported_field(2)
         _f = 'transactional_id'
         write_string(w, v0)
         _f = 'group_id'
@@ -535,6 +702,35 @@ def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, w: Callable[[bytes], 
             w(array_len(len(v7)))
             for x in v7:
                 _e_TxnOffsetCommitRequestTopic_1(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
+        _f = 'generation_id_or_member_epoch'
+        if v4 != -1:
+            raise unsupported_field(2)
+        _f = 'member_id'
+        if v5 != '':
+            raise unsupported_field(2)
+        _f = 'group_instance_id'
+        if v6 != None:
+            raise unsupported_field(2)
+        _f = 'transactional_id'
+        write_string(w, v0)
+        _f = 'group_id'
+        write_string(w, v1)
+        _f = 'producer_id'
+        w(_P_qh(v2, v3))
+        _f = 'topics'
+        if v7 is None:
+            raise null_value()
+        else:
+            w(array_len(len(v7)))
+            for x in v7:
+                _e_TxnOffsetCommitRequestTopic_2(x, w)
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
 
@@ -558,7 +754,91 @@ def _e_TxnOffsetCommitRequest_3(o: TxnOffsetCommitRequest, w: Callable[[bytes], 
         else:
             w(compact_len(len(v7)))
             for x in v7:
-                _e_TxnOffsetCommitRequestTopic_2(x, w)
+                _e_TxnOffsetCommitRequestTopic_3(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequest_4(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
+        _f = 'transactional_id'
+        write_compact_string(w, v0)
+        _f = 'group_id'
+        write_compact_string(w, v1)
+        _f = 'producer_id'
+        w(_P_qhi(v2, v3, v4))
+        _f = 'member_id'
+        write_compact_string(w, v5)
+        _f = 'group_instance_id'
+        write_compact_string_nullable(w, v6)
+        _f = 'topics'
+        if v7 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v7)))
+            for x in v7:
+                _e_TxnOffsetCommitRequestTopic_4(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequest_5(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
+        _f = 'transactional_id'
+        write_compact_string(w, v0)
+        _f = 'group_id'
+        write_compact_string(w, v1)
+        _f = 'producer_id'
+        w(_P_qhi(v2, v3, v4))
+        _f = 'member_id'
+        write_compact_string(w, v5)
+        _f = 'group_instance_id'
+        write_compact_string_nullable(w, v6)
+        _f = 'topics'
+        if v7 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v7)))
+            for x in v7:
+                _e_TxnOffsetCommitRequestTopic_5(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitRequest_6(o: TxnOffsetCommitRequest, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
+        _f = 'transactional_id'
+        write_compact_string(w, v0)
+        _f = 'group_id'
+        write_compact_string(w, v1)
+        _f = 'producer_id'
+        w(_P_qhi(v2, v3, v4))
+        _f = 'member_id'
+        write_compact_string(w, v5)
+        _f = 'group_instance_id'
+        write_compact_string_nullable(w, v6)
+        _f = 'topics'
+        if v7 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v7)))
+            for x in v7:
+                _e_TxnOffsetCommitRequestTopic_6(x, w)
         if vt:
             write_tagged(w, [], vt)
         else:
@@ -573,26 +853,27 @@ TxnOffsetCommitRequestPartition._spec = (
     Field('committed_leader_epoch', 'committedLeaderEpoch', 'int32', None, None, (2, 32767), None, None, None, -1, True, INHERIT),
     Field('committed_metadata', 'committedMetadata', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False, INHERIT),
 )
-TxnOffsetCommitRequestPartition._decoders = {0: _d_TxnOffsetCommitRequestPartition_0, 1: _d_TxnOffsetCommitRequestPartition_0, 2: _d_TxnOffsetCommitRequestPartition_1, 3: _d_TxnOffsetCommitRequestPartition_2, 4: _d_TxnOffsetCommitRequestPartition_2, 5: _d_TxnOffsetCommitRequestPartition_2}
-TxnOffsetCommitRequestPartition._encoders = {0: _e_TxnOffsetCommitRequestPartition_0, 1: _e_TxnOffsetCommitRequestPartition_0, 2: _e_TxnOffsetCommitRequestPartition_1, 3: _e_TxnOffsetCommitRequestPartition_2, 4: _e_TxnOffsetCommitRequestPartition_2, 5: _e_TxnOffsetCommitRequestPartition_2}
+TxnOffsetCommitRequestPartition._decoders = {0: _d_TxnOffsetCommitRequestPartition_0, 1: _d_TxnOffsetCommitRequestPartition_0, 2: _d_TxnOffsetCommitRequestPartition_1, 3: _d_TxnOffsetCommitRequestPartition_2, 4: _d_TxnOffsetCommitRequestPartition_2, 5: _d_TxnOffsetCommitRequestPartition_2, 6: _d_TxnOffsetCommitRequestPartition_2}
+TxnOffsetCommitRequestPartition._encoders = {0: _e_TxnOffsetCommitRequestPartition_0, 1: _e_TxnOffsetCommitRequestPartition_0, 2: _e_TxnOffsetCommitRequestPartition_1, 3: _e_TxnOffsetCommitRequestPartition_2, 4: _e_TxnOffsetCommitRequestPartition_2, 5: _e_TxnOffsetCommitRequestPartition_2, 6: _e_TxnOffsetCommitRequestPartition_2}
 TxnOffsetCommitRequestTopic._spec = (
-    Field('name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
+    Field('name', 'name', 'string', None, None, (0, 5), None, None, None, '', False, INHERIT),
+    Field('topic_id', 'topicId', 'uuid', None, None, (6, 32767), None, None, None, ZERO_UUID, False, INHERIT),
     Field('partitions', 'partitions', 'array', 'struct', TxnOffsetCommitRequestPartition, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TxnOffsetCommitRequestTopic._decoders = {0: _d_TxnOffsetCommitRequestTopic_0, 1: _d_TxnOffsetCommitRequestTopic_0, 2: _d_TxnOffsetCommitRequestTopic_1, 3: _d_TxnOffsetCommitRequestTopic_2, 4: _d_TxnOffsetCommitRequestTopic_2, 5: _d_TxnOffsetCommitRequestTopic_2}
-TxnOffsetCommitRequestTopic._encoders = {0: _e_TxnOffsetCommitRequestTopic_0, 1: _e_TxnOffsetCommitRequestTopic_0, 2: _e_TxnOffsetCommitRequestTopic_1, 3: _e_TxnOffsetCommitRequestTopic_2, 4: _e_TxnOffsetCommitRequestTopic_2, 5: _e_TxnOffsetCommitRequestTopic_2}
+TxnOffsetCommitRequestTopic._decoders = {0: _d_TxnOffsetCommitRequestTopic_0, 1: _d_TxnOffsetCommitRequestTopic_0, 2: _d_TxnOffsetCommitRequestTopic_1, 3: _d_TxnOffsetCommitRequestTopic_2, 4: _d_TxnOffsetCommitRequestTopic_2, 5: _d_TxnOffsetCommitRequestTopic_2, 6: _d_TxnOffsetCommitRequestTopic_3}
+TxnOffsetCommitRequestTopic._encoders = {0: _e_TxnOffsetCommitRequestTopic_0, 1: _e_TxnOffsetCommitRequestTopic_1, 2: _e_TxnOffsetCommitRequestTopic_2, 3: _e_TxnOffsetCommitRequestTopic_3, 4: _e_TxnOffsetCommitRequestTopic_4, 5: _e_TxnOffsetCommitRequestTopic_5, 6: _e_TxnOffsetCommitRequestTopic_6}
 TxnOffsetCommitRequest._spec = (
     Field('transactional_id', 'transactionalId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('group_id', 'groupId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('producer_id', 'producerId', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('producer_epoch', 'producerEpoch', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('generation_id', 'generationId', 'int32', None, None, (3, 32767), None, None, None, -1, False, INHERIT),
+    Field('generation_id_or_member_epoch', 'generationIdOrMemberEpoch', 'int32', None, None, (3, 32767), None, None, None, -1, False, INHERIT),
     Field('member_id', 'memberId', 'string', None, None, (3, 32767), None, None, None, '', False, INHERIT),
     Field('group_instance_id', 'groupInstanceId', 'string', None, None, (3, 32767), (3, 32767), None, None, None, False, INHERIT),
     Field('topics', 'topics', 'array', 'struct', TxnOffsetCommitRequestTopic, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TxnOffsetCommitRequest._decoders = {0: _d_TxnOffsetCommitRequest_0, 1: _d_TxnOffsetCommitRequest_0, 2: _d_TxnOffsetCommitRequest_1, 3: _d_TxnOffsetCommitRequest_2, 4: _d_TxnOffsetCommitRequest_2, 5: _d_TxnOffsetCommitRequest_2}
-TxnOffsetCommitRequest._encoders = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_1, 2: _e_TxnOffsetCommitRequest_2, 3: _e_TxnOffsetCommitRequest_3, 4: _e_TxnOffsetCommitRequest_3, 5: _e_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest._decoders = {0: _d_TxnOffsetCommitRequest_0, 1: _d_TxnOffsetCommitRequest_0, 2: _d_TxnOffsetCommitRequest_1, 3: _d_TxnOffsetCommitRequest_2, 4: _d_TxnOffsetCommitRequest_2, 5: _d_TxnOffsetCommitRequest_2, 6: _d_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest._encoders = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_1, 2: _e_TxnOffsetCommitRequest_2, 3: _e_TxnOffsetCommitRequest_3, 4: _e_TxnOffsetCommitRequest_4, 5: _e_TxnOffsetCommitRequest_5, 6: _e_TxnOffsetCommitRequest_6}
 TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition
 TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic
 
@@ -603,17 +884,26 @@ install_plans(globals(), (
     ('_e_TxnOffsetCommitRequestPartition_0', 'TxnOffsetCommitRequestPartition', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), )),
     ('_e_TxnOffsetCommitRequestPartition_1', 'TxnOffsetCommitRequestPartition', 5, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 4, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (1, 3, 9, 0, 1, -1, None, None), )),
     ('_e_TxnOffsetCommitRequestPartition_2', 'TxnOffsetCommitRequestPartition', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (1, 3, 9, 1, 1, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_d_TxnOffsetCommitRequestTopic_0', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestPartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
-    ('_d_TxnOffsetCommitRequestTopic_1', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestPartition_1', None), (5, 2, 0, 0, 0, -1, None, ()), )),
-    ('_d_TxnOffsetCommitRequestTopic_2', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitRequestPartition_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_TxnOffsetCommitRequestTopic_0', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestPartition_0', None), )),
-    ('_e_TxnOffsetCommitRequestTopic_1', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestPartition_1', None), )),
-    ('_e_TxnOffsetCommitRequestTopic_2', 'TxnOffsetCommitRequestTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestPartition_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitRequestTopic_0', 'TxnOffsetCommitRequestTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestPartition_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitRequestTopic_1', 'TxnOffsetCommitRequestTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestPartition_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitRequestTopic_2', 'TxnOffsetCommitRequestTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TxnOffsetCommitRequestPartition_2', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitRequestTopic_3', 'TxnOffsetCommitRequestTopic', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TxnOffsetCommitRequestPartition_2', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequestTopic_0', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestPartition_0', None), )),
+    ('_e_TxnOffsetCommitRequestTopic_1', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestPartition_0', None), )),
+    ('_e_TxnOffsetCommitRequestTopic_2', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestPartition_1', None), )),
+    ('_e_TxnOffsetCommitRequestTopic_3', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestPartition_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequestTopic_4', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestPartition_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequestTopic_5', 'TxnOffsetCommitRequestTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestPartition_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequestTopic_6', 'TxnOffsetCommitRequestTopic', 4, ((7, 0, 0, 0, 0, -1, None, ''), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestPartition_2', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_TxnOffsetCommitRequest_0', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestTopic_0', None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ''), (5, 6, 0, 0, 0, -1, None, None), (5, 8, 0, 0, 0, -1, None, ()), )),
     ('_d_TxnOffsetCommitRequest_1', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_d_TxnOffsetCommitRequestTopic_1', None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, ''), (5, 6, 0, 0, 0, -1, None, None), (5, 8, 0, 0, 0, -1, None, ()), )),
     ('_d_TxnOffsetCommitRequest_2', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_TxnOffsetCommitRequestTopic_2', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitRequest_3', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_TxnOffsetCommitRequestTopic_3', None), (6, 8, 0, 0, 0, -1, None, None), )),
     ('_e_TxnOffsetCommitRequest_0', 'TxnOffsetCommitRequest', 9, ((7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ''), (7, 6, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestTopic_0', None), )),
-    ('_e_TxnOffsetCommitRequest_1', 'TxnOffsetCommitRequest', 9, ((7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ''), (7, 6, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestTopic_0', None), )),
-    ('_e_TxnOffsetCommitRequest_2', 'TxnOffsetCommitRequest', 9, ((7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ''), (7, 6, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestTopic_1', None), )),
-    ('_e_TxnOffsetCommitRequest_3', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestTopic_2', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequest_1', 'TxnOffsetCommitRequest', 9, ((7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ''), (7, 6, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestTopic_1', None), )),
+    ('_e_TxnOffsetCommitRequest_2', 'TxnOffsetCommitRequest', 9, ((7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, ''), (7, 6, 0, 0, 0, -1, None, None), (1, 0, 9, 0, 0, -1, None, None), (1, 1, 9, 0, 0, -1, None, None), (0, 2, 4, 0, 0, -1, None, None), (0, 3, 2, 0, 0, -1, None, None), (3, 7, 11, 0, 0, -1, '_e_TxnOffsetCommitRequestTopic_2', None), )),
+    ('_e_TxnOffsetCommitRequest_3', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestTopic_3', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequest_4', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestTopic_4', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequest_5', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestTopic_5', None), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitRequest_6', 'TxnOffsetCommitRequest', 9, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (0, 4, 3, 1, 0, -1, None, None), (1, 5, 9, 1, 0, -1, None, None), (1, 6, 9, 1, 1, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_TxnOffsetCommitRequestTopic_6', None), (6, 8, 0, 0, 0, -1, None, None), )),
 ))

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
+_U_16s = _Struct('>16s').unpack_from
+_P_16s = _Struct('>16s').pack
 _U_i = _Struct('>i').unpack_from
 _P_i = _Struct('>i').pack
 _U_ih = _Struct('>ih').unpack_from
@@ -41,20 +43,22 @@ class TxnOffsetCommitResponseTopic(Struct):
     """TxnOffsetCommitResponseTopic: a struct within TxnOffsetCommitResponse."""
 
     __slots__ = ()
-    _fields = ('name', 'partitions', 'unknown_tagged_fields')
+    _fields = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields')
 
     def __new__(
         cls,
         *,
         name: str = '',
+        topic_id: UUID = ZERO_UUID,
         partitions: tuple[TxnOffsetCommitResponsePartition, ...] = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TxnOffsetCommitResponseTopic:
-        return _new(cls, (name, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (name, topic_id, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
 
     name: str = attribute(0)
-    partitions: tuple[TxnOffsetCommitResponsePartition, ...] = attribute(1)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(2)
+    topic_id: UUID = attribute(1)
+    partitions: tuple[TxnOffsetCommitResponsePartition, ...] = attribute(2)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 _DEFAULT_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic()
@@ -67,7 +71,7 @@ class TxnOffsetCommitResponse(Message):
     _fields = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     spec_type = 'response'
     api_key = 28
-    valid_versions = (0, 5)
+    valid_versions = (0, 6)
     flexible_versions = (3, 32767)
 
     def __new__(
@@ -162,10 +166,10 @@ def _d_TxnOffsetCommitResponseTopic_0(b: bytes, p: int) -> tuple[TxnOffsetCommit
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v1 = tuple(a)
+            v2 = tuple(a)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TxnOffsetCommitResponseTopic, (v0, v1, (),)), p
+    return _new(TxnOffsetCommitResponseTopic, (v0, ZERO_UUID, v2, (),)), p
 
 def _d_TxnOffsetCommitResponseTopic_1(b: bytes, p: int) -> tuple[TxnOffsetCommitResponseTopic, int]:
     _f = ''
@@ -186,7 +190,7 @@ def _d_TxnOffsetCommitResponseTopic_1(b: bytes, p: int) -> tuple[TxnOffsetCommit
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v1 = tuple(a)
+            v2 = tuple(a)
         _f = '_tagged_fields'
         if b[p] == 0:
             p += 1
@@ -206,20 +210,64 @@ def _d_TxnOffsetCommitResponseTopic_1(b: bytes, p: int) -> tuple[TxnOffsetCommit
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TxnOffsetCommitResponseTopic, (v0, v1, vt,)), p
+    return _new(TxnOffsetCommitResponseTopic, (v0, ZERO_UUID, v2, vt,)), p
+
+def _d_TxnOffsetCommitResponseTopic_2(b: bytes, p: int) -> tuple[TxnOffsetCommitResponseTopic, int]:
+    _f = ''
+    try:
+        _f = 'topic_id'
+        (v1,) = _U_16s(b, p)
+        p += 16
+        v1 = make_uuid(v1)
+        _f = 'partitions'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TxnOffsetCommitResponsePartition_1(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v2 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TxnOffsetCommitResponseTopic, ('', v1, v2, vt,)), p
 
 def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(0)
         _f = 'name'
         write_string(w, v0)
         _f = 'partitions'
-        if v1 is None:
+        if v2 is None:
             raise null_value()
         else:
-            w(array_len(len(v1)))
-            for x in v1:
+            w(array_len(len(v2)))
+            for x in v2:
                 _e_TxnOffsetCommitResponsePartition_0(x, w)
     except Exception as exc:
         raise wrap_encode_error(exc, _f) from None
@@ -227,15 +275,125 @@ def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, w: Callab
 def _e_TxnOffsetCommitResponseTopic_1(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, vt,) = o
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(1)
+        _f = 'name'
+        write_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(array_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitResponsePartition_0(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponseTopic_2(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(2)
+        _f = 'name'
+        write_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(array_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitResponsePartition_0(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponseTopic_3(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(3)
         _f = 'name'
         write_compact_string(w, v0)
         _f = 'partitions'
-        if v1 is None:
+        if v2 is None:
             raise null_value()
         else:
-            w(compact_len(len(v1)))
-            for x in v1:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitResponsePartition_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponseTopic_4(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(4)
+        _f = 'name'
+        write_compact_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitResponsePartition_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponseTopic_5(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'topic_id'
+        if v1 != ZERO_UUID:
+            raise unsupported_field(5)
+        _f = 'name'
+        write_compact_string(w, v0)
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
+                _e_TxnOffsetCommitResponsePartition_1(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponseTopic_6(o: TxnOffsetCommitResponseTopic, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, v2, vt,) = o
+        _f = 'name'
+        if v0 != '':
+            raise unsupported_field(6)
+        _f = 'topic_id'
+        w(_P_16s(v1.bytes))
+        _f = 'partitions'
+        if v2 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v2)))
+            for x in v2:
                 _e_TxnOffsetCommitResponsePartition_1(x, w)
         if vt:
             write_tagged(w, [], vt)
@@ -307,6 +465,46 @@ def _d_TxnOffsetCommitResponse_1(b: bytes, p: int) -> tuple[TxnOffsetCommitRespo
         raise wrap_decode_error(exc, _f, p) from None
     return _new(TxnOffsetCommitResponse, (v0, v1, vt,)), p
 
+def _d_TxnOffsetCommitResponse_2(b: bytes, p: int) -> tuple[TxnOffsetCommitResponse, int]:
+    _f = ''
+    try:
+        _f = 'throttle_time_ms'
+        (v0,) = _U_i(b, p)
+        p += 4
+        _f = 'topics'
+        n, p = read_compact_array_length(b, p)
+        if n < 0:
+            raise null_field()
+        else:
+            a = []
+            for i in range(n):
+                try:
+                    x, p = _d_TxnOffsetCommitResponseTopic_2(b, p)
+                except DecodeError as e:
+                    raise e.within(f'[{i}]') from None
+                a.append(x)
+            v1 = tuple(a)
+        _f = '_tagged_fields'
+        if b[p] == 0:
+            p += 1
+            vt = ()
+        else:
+            nt, p = read_uvarint(b, p)
+            u = []
+            last = -1
+            for _ in range(nt):
+                t, s, p = read_tag_header(b, p)
+                if t <= last:
+                    raise tags_out_of_order(t)
+                last = t
+                e = p + s
+                u.append((t, b[p:e]))
+                p = e
+            vt = tuple(u)
+    except Exception as exc:
+        raise wrap_decode_error(exc, _f, p) from None
+    return _new(TxnOffsetCommitResponse, (v0, v1, vt,)), p
+
 def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
@@ -333,9 +531,101 @@ def _e_TxnOffsetCommitResponse_1(o: TxnOffsetCommitResponse, w: Callable[[bytes]
         if v1 is None:
             raise null_value()
         else:
-            w(compact_len(len(v1)))
+            w(array_len(len(v1)))
             for x in v1:
                 _e_TxnOffsetCommitResponseTopic_1(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponse_2(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'topics'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(array_len(len(v1)))
+            for x in v1:
+                _e_TxnOffsetCommitResponseTopic_2(x, w)
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponse_3(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'topics'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TxnOffsetCommitResponseTopic_3(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponse_4(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'topics'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TxnOffsetCommitResponseTopic_4(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponse_5(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'topics'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TxnOffsetCommitResponseTopic_5(x, w)
+        if vt:
+            write_tagged(w, [], vt)
+        else:
+            w(b'\x00')
+    except Exception as exc:
+        raise wrap_encode_error(exc, _f) from None
+
+def _e_TxnOffsetCommitResponse_6(o: TxnOffsetCommitResponse, w: Callable[[bytes], object]) -> None:
+    _f = ''
+    try:
+        (v0, v1, vt,) = o
+        _f = 'throttle_time_ms'
+        w(_P_i(v0))
+        _f = 'topics'
+        if v1 is None:
+            raise null_value()
+        else:
+            w(compact_len(len(v1)))
+            for x in v1:
+                _e_TxnOffsetCommitResponseTopic_6(x, w)
         if vt:
             write_tagged(w, [], vt)
         else:
@@ -348,20 +638,21 @@ TxnOffsetCommitResponsePartition._spec = (
     Field('partition_index', 'partitionIndex', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('error_code', 'errorCode', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
-TxnOffsetCommitResponsePartition._decoders = {0: _d_TxnOffsetCommitResponsePartition_0, 1: _d_TxnOffsetCommitResponsePartition_0, 2: _d_TxnOffsetCommitResponsePartition_0, 3: _d_TxnOffsetCommitResponsePartition_1, 4: _d_TxnOffsetCommitResponsePartition_1, 5: _d_TxnOffsetCommitResponsePartition_1}
-TxnOffsetCommitResponsePartition._encoders = {0: _e_TxnOffsetCommitResponsePartition_0, 1: _e_TxnOffsetCommitResponsePartition_0, 2: _e_TxnOffsetCommitResponsePartition_0, 3: _e_TxnOffsetCommitResponsePartition_1, 4: _e_TxnOffsetCommitResponsePartition_1, 5: _e_TxnOffsetCommitResponsePartition_1}
+TxnOffsetCommitResponsePartition._decoders = {0: _d_TxnOffsetCommitResponsePartition_0, 1: _d_TxnOffsetCommitResponsePartition_0, 2: _d_TxnOffsetCommitResponsePartition_0, 3: _d_TxnOffsetCommitResponsePartition_1, 4: _d_TxnOffsetCommitResponsePartition_1, 5: _d_TxnOffsetCommitResponsePartition_1, 6: _d_TxnOffsetCommitResponsePartition_1}
+TxnOffsetCommitResponsePartition._encoders = {0: _e_TxnOffsetCommitResponsePartition_0, 1: _e_TxnOffsetCommitResponsePartition_0, 2: _e_TxnOffsetCommitResponsePartition_0, 3: _e_TxnOffsetCommitResponsePartition_1, 4: _e_TxnOffsetCommitResponsePartition_1, 5: _e_TxnOffsetCommitResponsePartition_1, 6: _e_TxnOffsetCommitResponsePartition_1}
 TxnOffsetCommitResponseTopic._spec = (
-    Field('name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
+    Field('name', 'name', 'string', None, None, (0, 5), None, None, None, '', False, INHERIT),
+    Field('topic_id', 'topicId', 'uuid', None, None, (6, 32767), None, None, None, ZERO_UUID, False, INHERIT),
     Field('partitions', 'partitions', 'array', 'struct', TxnOffsetCommitResponsePartition, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TxnOffsetCommitResponseTopic._decoders = {0: _d_TxnOffsetCommitResponseTopic_0, 1: _d_TxnOffsetCommitResponseTopic_0, 2: _d_TxnOffsetCommitResponseTopic_0, 3: _d_TxnOffsetCommitResponseTopic_1, 4: _d_TxnOffsetCommitResponseTopic_1, 5: _d_TxnOffsetCommitResponseTopic_1}
-TxnOffsetCommitResponseTopic._encoders = {0: _e_TxnOffsetCommitResponseTopic_0, 1: _e_TxnOffsetCommitResponseTopic_0, 2: _e_TxnOffsetCommitResponseTopic_0, 3: _e_TxnOffsetCommitResponseTopic_1, 4: _e_TxnOffsetCommitResponseTopic_1, 5: _e_TxnOffsetCommitResponseTopic_1}
+TxnOffsetCommitResponseTopic._decoders = {0: _d_TxnOffsetCommitResponseTopic_0, 1: _d_TxnOffsetCommitResponseTopic_0, 2: _d_TxnOffsetCommitResponseTopic_0, 3: _d_TxnOffsetCommitResponseTopic_1, 4: _d_TxnOffsetCommitResponseTopic_1, 5: _d_TxnOffsetCommitResponseTopic_1, 6: _d_TxnOffsetCommitResponseTopic_2}
+TxnOffsetCommitResponseTopic._encoders = {0: _e_TxnOffsetCommitResponseTopic_0, 1: _e_TxnOffsetCommitResponseTopic_1, 2: _e_TxnOffsetCommitResponseTopic_2, 3: _e_TxnOffsetCommitResponseTopic_3, 4: _e_TxnOffsetCommitResponseTopic_4, 5: _e_TxnOffsetCommitResponseTopic_5, 6: _e_TxnOffsetCommitResponseTopic_6}
 TxnOffsetCommitResponse._spec = (
     Field('throttle_time_ms', 'throttleTimeMs', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('topics', 'topics', 'array', 'struct', TxnOffsetCommitResponseTopic, (0, 32767), None, None, None, (), False, INHERIT),
 )
-TxnOffsetCommitResponse._decoders = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_1, 4: _d_TxnOffsetCommitResponse_1, 5: _d_TxnOffsetCommitResponse_1}
-TxnOffsetCommitResponse._encoders = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_0, 2: _e_TxnOffsetCommitResponse_0, 3: _e_TxnOffsetCommitResponse_1, 4: _e_TxnOffsetCommitResponse_1, 5: _e_TxnOffsetCommitResponse_1}
+TxnOffsetCommitResponse._decoders = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_1, 4: _d_TxnOffsetCommitResponse_1, 5: _d_TxnOffsetCommitResponse_1, 6: _d_TxnOffsetCommitResponse_2}
+TxnOffsetCommitResponse._encoders = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_1, 2: _e_TxnOffsetCommitResponse_2, 3: _e_TxnOffsetCommitResponse_3, 4: _e_TxnOffsetCommitResponse_4, 5: _e_TxnOffsetCommitResponse_5, 6: _e_TxnOffsetCommitResponse_6}
 TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition = TxnOffsetCommitResponsePartition
 TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic
 
@@ -370,12 +661,24 @@ install_plans(globals(), (
     ('_d_TxnOffsetCommitResponsePartition_1', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_TxnOffsetCommitResponsePartition_0', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 0, 0, -1, None, None), (0, 1, 2, 0, 0, -1, None, None), )),
     ('_e_TxnOffsetCommitResponsePartition_1', 'TxnOffsetCommitResponsePartition', 3, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitResponsePartition_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
-    ('_d_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitResponsePartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_e_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponsePartition_0', None), )),
-    ('_e_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 3, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 4, ((1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_d_TxnOffsetCommitResponsePartition_0', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (5, 3, 0, 0, 0, -1, None, ()), )),
+    ('_d_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TxnOffsetCommitResponsePartition_1', None), (5, 1, 0, 0, 0, -1, None, ZERO_UUID), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitResponseTopic_2', 'TxnOffsetCommitResponseTopic', 4, ((0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_TxnOffsetCommitResponsePartition_1', None), (5, 0, 0, 0, 0, -1, None, ''), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponseTopic_0', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitResponsePartition_0', None), )),
+    ('_e_TxnOffsetCommitResponseTopic_1', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitResponsePartition_0', None), )),
+    ('_e_TxnOffsetCommitResponseTopic_2', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 0, 0, -1, None, None), (3, 2, 11, 0, 0, -1, '_e_TxnOffsetCommitResponsePartition_0', None), )),
+    ('_e_TxnOffsetCommitResponseTopic_3', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponseTopic_4', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponseTopic_5', 'TxnOffsetCommitResponseTopic', 4, ((7, 1, 0, 0, 0, -1, None, ZERO_UUID), (1, 0, 9, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponseTopic_6', 'TxnOffsetCommitResponseTopic', 4, ((7, 0, 0, 0, 0, -1, None, ''), (0, 1, 8, 1, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_e_TxnOffsetCommitResponsePartition_1', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_TxnOffsetCommitResponse_0', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_d_TxnOffsetCommitResponseTopic_0', None), (5, 2, 0, 0, 0, -1, None, ()), )),
     ('_d_TxnOffsetCommitResponse_1', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_TxnOffsetCommitResponse_2', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TxnOffsetCommitResponseTopic_2', None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_TxnOffsetCommitResponse_0', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponseTopic_0', None), )),
-    ('_e_TxnOffsetCommitResponse_1', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_1', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponse_1', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponseTopic_1', None), )),
+    ('_e_TxnOffsetCommitResponse_2', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 0, 0, -1, None, None), (3, 1, 11, 0, 0, -1, '_e_TxnOffsetCommitResponseTopic_2', None), )),
+    ('_e_TxnOffsetCommitResponse_3', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_3', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponse_4', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_4', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponse_5', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_5', None), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_e_TxnOffsetCommitResponse_6', 'TxnOffsetCommitResponse', 3, ((0, 0, 3, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TxnOffsetCommitResponseTopic_6', None), (6, 2, 0, 0, 0, -1, None, None), )),
 ))
