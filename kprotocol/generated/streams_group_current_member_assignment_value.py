@@ -23,7 +23,7 @@ class TaskIds(Struct):
         *,
         subtopology_id: str = '',
         partitions: tuple[int, ...] = (),
-        assignment_epochs: tuple[int, ...] | None = None,
+        assignment_epochs: tuple[int, ...] | None = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TaskIds:
         return _new(cls, (subtopology_id, as_tuple(partitions), as_tuple(assignment_epochs), as_tuple(unknown_tagged_fields),))
@@ -89,7 +89,7 @@ def _d_TaskIds_0(b: bytes, p: int) -> tuple[TaskIds, int]:
         else:
             v1, p = read_fixed_array(b, p, n, 'i', 4)
         _f = '_tagged_fields'
-        v2 = None
+        v2 = ()
         if b[p] == 0:
             p += 1
             vt = ()
@@ -112,7 +112,7 @@ def _d_TaskIds_0(b: bytes, p: int) -> tuple[TaskIds, int]:
                         v2, p = read_fixed_array(b, p, n, 'i', 4)
                     if p != e:
                         raise tag_size_mismatch(t, s, p - e + s)
-                    if v2 == None:
+                    if v2 == ():
                         u.append((t, b[e - s:e]))
                 else:
                     u.append((t, b[p:e]))
@@ -136,7 +136,7 @@ def _e_TaskIds_0(o: TaskIds, w: Callable[[bytes], object]) -> None:
             w(pack_array('i', v1))
         tg = []
         _f = 'assignment_epochs'
-        if v2 != None:
+        if v2 != ():
             t = []
             if v2 is None:
                 t.append(NULL_COMPACT)
@@ -315,7 +315,7 @@ def _e_StreamsGroupCurrentMemberAssignmentValue_0(o: StreamsGroupCurrentMemberAs
 TaskIds._spec = (
     Field('subtopology_id', 'subtopologyId', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
-    Field('assignment_epochs', 'assignmentEpochs', 'array', 'int32', None, (0, 32767), (0, 32767), (0, 32767), 0, None, False, INHERIT),
+    Field('assignment_epochs', 'assignmentEpochs', 'array', 'int32', None, (0, 32767), (0, 32767), (0, 32767), 0, (), False, INHERIT),
 )
 TaskIds._decoders = {0: _d_TaskIds_0}
 TaskIds._encoders = {0: _e_TaskIds_0}
@@ -335,8 +335,8 @@ StreamsGroupCurrentMemberAssignmentValue._encoders = {0: _e_StreamsGroupCurrentM
 StreamsGroupCurrentMemberAssignmentValue.TaskIds = TaskIds
 
 install_plans(globals(), (
-    ('_d_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
-    ('_e_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_d_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
     ('_e_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
 ))

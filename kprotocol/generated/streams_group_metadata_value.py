@@ -53,7 +53,7 @@ class StreamsGroupMetadataValue(Message):
         epoch: int = 0,
         metadata_hash: int = 0,
         validated_topology_epoch: int = -1,
-        last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = None,
+        last_assignment_configs: tuple[LastAssignmentConfig, ...] | None = (),
         stored_description_topology_epoch: int = -1,
         failed_description_topology_epoch: int = -1,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
@@ -124,7 +124,7 @@ def _d_StreamsGroupMetadataValue_0(b: bytes, p: int) -> tuple[StreamsGroupMetada
         p += 12
         _f = '_tagged_fields'
         v2 = -1
-        v3 = None
+        v3 = ()
         v4 = -1
         v5 = -1
         if b[p] == 0:
@@ -164,7 +164,7 @@ def _d_StreamsGroupMetadataValue_0(b: bytes, p: int) -> tuple[StreamsGroupMetada
                         v3 = tuple(a)
                     if p != e:
                         raise tag_size_mismatch(t, s, p - e + s)
-                    if v3 == None:
+                    if v3 == ():
                         u.append((t, b[e - s:e]))
                 elif t == 2:
                     _f = 'stored_description_topology_epoch'
@@ -203,7 +203,7 @@ def _e_StreamsGroupMetadataValue_0(o: StreamsGroupMetadataValue, w: Callable[[by
             t.append(_P_i(v2))
             tg.append((0, b''.join(t)))
         _f = 'last_assignment_configs'
-        if v3 != None:
+        if v3 != ():
             t = []
             if v3 is None:
                 t.append(NULL_COMPACT)
@@ -240,7 +240,7 @@ StreamsGroupMetadataValue._spec = (
     Field('epoch', 'epoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('metadata_hash', 'metadataHash', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('validated_topology_epoch', 'validatedTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 0, -1, False, INHERIT),
-    Field('last_assignment_configs', 'lastAssignmentConfigs', 'array', 'struct', LastAssignmentConfig, (0, 32767), (0, 32767), (0, 32767), 1, None, False, INHERIT),
+    Field('last_assignment_configs', 'lastAssignmentConfigs', 'array', 'struct', LastAssignmentConfig, (0, 32767), (0, 32767), (0, 32767), 1, (), False, INHERIT),
     Field('stored_description_topology_epoch', 'storedDescriptionTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 2, -1, False, INHERIT),
     Field('failed_description_topology_epoch', 'failedDescriptionTopologyEpoch', 'int32', None, None, (0, 32767), None, (0, 32767), 3, -1, False, INHERIT),
 )
@@ -251,6 +251,6 @@ StreamsGroupMetadataValue.LastAssignmentConfig = LastAssignmentConfig
 install_plans(globals(), (
     ('_d_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, None), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
-    ('_e_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, -1), (7, 3, 0, 0, 0, -1, None, None), (7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_e_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, -1), (7, 3, 0, 0, 0, -1, None, ()), (7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
 ))

@@ -41,8 +41,8 @@ def release_specs() -> dict[str, dict[str, Any]]:
 
 def _default(value: Any) -> Any:
     """A default as releases variously write it (-1, "-1", "0x7fffffff", false, "false")."""
-    if isinstance(value, bool) or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         try:
             return int(value, 0)
@@ -64,8 +64,8 @@ def structure(node: Any, top: bool = True, low: int = 0) -> Any:
     if isinstance(node, dict):
         out = {}
         for k, v in node.items():
-            if k in NOT_WIRE or (top and k in BOOKKEEPING):
-                continue
+            if k in NOT_WIRE or (top and k in BOOKKEEPING) or (k == "default" and v in (None, "")):
+                continue  # a JSON null or empty default is no default at all
             if k in ("fields", "commonStructs"):
                 v = [f for f in v if _last_version(f.get("versions", "0+")) >= low]
             out[k] = _default(v) if k == "default" else structure(v, False, low)
