@@ -2,6 +2,7 @@
 
 # spec name -> (module, spec type, api key)
 SPECS: dict[str, tuple[str, str, int | None]] = {
+    'AbortedTxn': ('aborted_txn', 'data', None),
     'AddOffsetsToTxnRequest': ('add_offsets_to_txn_request', 'request', 25),
     'AddOffsetsToTxnResponse': ('add_offsets_to_txn_response', 'response', 25),
     'AddPartitionsToTxnRequest': ('add_partitions_to_txn_request', 'request', 24),
