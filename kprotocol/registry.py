@@ -37,6 +37,7 @@ def api_classes(api_key: int) -> tuple[type[Message], type[Message]]:
 
 
 @cache
-def coordinator_classes(kind: str) -> dict[int, type[Message]]:
-    """Record type -> class for `coordinator-key` or `coordinator-value` specs."""
-    return {key: message_class(name) for name, (_, k, key) in SPECS.items() if k == kind and key is not None}
+def coordinator_classes(kind: str, exclude: frozenset[str] = frozenset()) -> dict[int, type[Message]]:
+    """Record type -> class for `coordinator-key` or `coordinator-value` specs (less `exclude`d names)."""
+    return {key: message_class(name) for name, (_, k, key) in SPECS.items()
+            if k == kind and key is not None and name not in exclude}

@@ -62,6 +62,8 @@ def test_schema_matches_reference(name: str) -> None:
         reference.pop("apiKey", None)
     (low, high), (ref_low, ref_high) = _range(ours), _range(reference)
     assert low == ref_low and high >= ref_high
+    if reference.get("type") == "data" and ours["type"].startswith("coordinator-"):  # a record type since
+        reference = {**reference, "type": ours["type"], "apiKey": ours["apiKey"]}  # the release
     reference = rename_fields(reference, renames(reference, ours))
     if ref_high < high or earlier:  # the release's defaults win (tests/test_java_tester.py holds them to it)
         ours, reference = _no_defaults(ours), _no_defaults(reference)

@@ -27,11 +27,17 @@ class RecordType:
     key_version: int
 
 
+# Records of the other coordinator topics: their record types overlap __consumer_offsets' numbers.
+OTHER_TOPICS = frozenset({"TransactionLogKey", "TransactionLogValue", "ShareSnapshotKey", "ShareSnapshotValue",
+                          "ShareUpdateKey", "ShareUpdateValue"})
+
+
 @cache
 def record_types(topic: str = CONSUMER_OFFSETS) -> dict[int, RecordType]:
     """Record type id -> key and value classes of `topic`."""
     if topic == CONSUMER_OFFSETS:
-        keys, values = coordinator_classes("coordinator-key"), coordinator_classes("coordinator-value")
+        keys, values = coordinator_classes("coordinator-key", OTHER_TOPICS), \
+            coordinator_classes("coordinator-value", OTHER_TOPICS)
         return {t: RecordType(t, keys[t], values[t], keys[t].valid_versions[0]) for t in sorted(keys) if t in values}
     if topic == TRANSACTION_STATE:
         return {0: RecordType(0, message_class("TransactionLogKey"), message_class("TransactionLogValue"), 0)}

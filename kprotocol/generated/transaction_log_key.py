@@ -12,12 +12,12 @@ from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime nam
 
 
 class TransactionLogKey(Message):
-    """TransactionLogKey: data message."""
+    """TransactionLogKey: coordinator-key message."""
 
     __slots__ = ()
     _fields = ('transactional_id', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
+    spec_type = 'coordinator-key'
+    api_key = 0
     valid_versions = (0, 0)
     flexible_versions = None
 

@@ -42,12 +42,12 @@ _DEFAULT_PartitionsSchema = PartitionsSchema()
 
 
 class TransactionLogValue(Message):
-    """TransactionLogValue: data message."""
+    """TransactionLogValue: coordinator-value message."""
 
     __slots__ = ()
     _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'next_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
+    spec_type = 'coordinator-value'
+    api_key = 0
     valid_versions = (0, 1)
     flexible_versions = (1, 32767)
 
