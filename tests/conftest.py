@@ -35,7 +35,7 @@ def shared() -> Path:
 # A missing Java or Maven fails the run with one line; it never skips.
 
 KAFKA_FIXTURES = {"kafka_broker"}
-JAVA_TESTER_REPORT = ROOT / ".pytest_cache" / "kprotocol" / "java-tester.json"
+JAVA_TESTER_REPORTS = ROOT / ".pytest_cache" / "kprotocol" / "java-tester"  # one JSON file per pytest worker
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,19 +61,23 @@ def kafka_broker(request: pytest.FixtureRequest):
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
-        JAVA_TESTER_REPORT.unlink(missing_ok=True)
+        for old in JAVA_TESTER_REPORTS.glob("*.json"):
+            old.unlink()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """The Java round-trip tester's counts for this run (tests/test_java_tester.py)."""
-    if not JAVA_TESTER_REPORT.is_file():
+    reports = [json.loads(p.read_text()) for p in sorted(JAVA_TESTER_REPORTS.glob("*.json"))]
+    if not reports:
         return
-    report = json.loads(JAVA_TESTER_REPORT.read_text())
+    report = reports[0]
+    total = {k: sum(r[k] for r in reports) for k in ("specVersions", "messages", "mismatches")}
+    refused = sum(len(r["kafkaRefused"]) for r in reports)
     terminalreporter.section("Kafka Java round-trip tester")
     terminalreporter.write_line(
-        f"{report['specVersions']} spec-versions, {report['messages']} messages "
-        f"({report['examplesPerSpecVersion']} per spec-version), {report['mismatches']} mismatches, "
-        f"{len(report['kafkaRefused'])} refused by Kafka's classes")
+        f"{total['specVersions']} spec-versions, {total['messages']} messages "
+        f"({report['examplesPerSpecVersion']} per spec-version), {total['mismatches']} mismatches, "
+        f"{refused} refused by Kafka's classes")
     if report["pending"]:
         terminalreporter.write_line(f"{len(report['pending'])} specs pending (schemas/ differs from the release): "
                                     + ", ".join(sorted(report["pending"])))

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from conftest import JAVA_TESTER_REPORT
+from conftest import JAVA_TESTER_REPORTS
 from kprotocol import message_class, spec_names
 from kprotocol.fuzz.strategies import messages
 from kprotocol.toolchain.java_tester import JavaTester, Tally
@@ -34,11 +34,13 @@ TALLY = Tally()
 def java() -> Iterator[JavaTester]:
     with JavaTester() as tester:
         yield tester
+    # this process's share; tests/conftest.py adds the workers' shares up
     report = {"specVersions": TALLY.spec_versions, "messages": TALLY.messages,
               "mismatches": len(TALLY.mismatches), "kafkaRefused": [vars(m) for m in TALLY.kafka_refused],
               "pending": PENDING, "examplesPerSpecVersion": EXAMPLES}
-    JAVA_TESTER_REPORT.parent.mkdir(parents=True, exist_ok=True)
-    JAVA_TESTER_REPORT.write_text(json.dumps(report, indent=1))
+    JAVA_TESTER_REPORTS.mkdir(parents=True, exist_ok=True)
+    (JAVA_TESTER_REPORTS / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.json").write_text(
+        json.dumps(report, indent=1))
 
 
 def draw(cls: type, version: int, n: int) -> list:
