@@ -43,6 +43,8 @@ def test_vectors(path) -> None:
         # A record whose layout the resolved release changed in place: the vectors hold the earlier one.
         cls = kprotocol.message_class(EARLIER_LAYOUTS.get(vec["name"], vec["name"]))
         version, raw = vec["version"], bytes.fromhex(vec["hex"])
+        if cls.__name__ in OTHER_TOPICS and not cls.valid_versions[0] <= version <= cls.valid_versions[1]:
+            version = cls.valid_versions[0]  # the old "version" prefix is the record type since the release
         # The release turned some "data" specs into coordinator records with a record type as api key.
         assert cls.api_key == vec.get("apiKey", cls.api_key) or vec["name"] in EARLIER_LAYOUTS or \
             (vec.get("apiKey") is None and cls.__name__ in OTHER_TOPICS)

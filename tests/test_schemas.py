@@ -61,9 +61,15 @@ def test_schema_matches_reference(name: str) -> None:
         reference = {**reference, "name": earlier, "type": "data"}
         reference.pop("apiKey", None)
     (low, high), (ref_low, ref_high) = _range(ours), _range(reference)
-    assert low == ref_low and high >= ref_high
-    if reference.get("type") == "data" and ours["type"].startswith("coordinator-"):  # a record type since
-        reference = {**reference, "type": ours["type"], "apiKey": ours["apiKey"]}  # the release
+    assert (low == ref_low and high >= ref_high) or reference.get("type") == "data"
+    if reference.get("type") == "data" and ours["type"].startswith("coordinator-"):
+        # A record type since the release; its old version prefix became the record type, so a
+        # key may restart at version 0: the same fields, in the same order, carry the same bytes.
+        if _range(ours) != (ref_low, ref_high):
+            assert [(f["name"], f["type"]) for f in ours["fields"]] == \
+                [(f["name"], f["type"]) for f in reference["fields"]]
+            return
+        reference = {**reference, "type": ours["type"], "apiKey": ours["apiKey"]}
     reference = rename_fields(reference, renames(reference, ours))
     if ref_high < high or earlier:  # the release's defaults win (tests/test_java_tester.py holds them to it)
         ours, reference = _no_defaults(ours), _no_defaults(reference)

@@ -21,9 +21,14 @@ from kprotocol.group_payloads import attach
 from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 _PREFIX = struct.Struct(">h")
-# Records whose layout Kafka changed in place (same version) when streams groups left early access:
+# Records whose layout Kafka changed in place (same version) when streams and share groups left early access:
 # values that the current layout cannot read are read with the earlier one, marked with `layout`.
-EARLIER_LAYOUTS = {"StreamsGroupMetadataValue": "StreamsGroupMetadataValueBefore44"}
+EARLIER_LAYOUTS = {
+    "StreamsGroupMetadataValue": "StreamsGroupMetadataValueBefore44",
+    "ShareSnapshotValue": "ShareSnapshotValueBefore44",
+    "ShareUpdateValue": "ShareUpdateValueBefore44",
+    "ShareGroupStatePartitionMetadataValue": "ShareGroupStatePartitionMetadataValueBefore44",
+}
 LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, GROUP_METADATA, CONSUMER_GROUP_MEMBER_METADATA = 0, 1, 2, 5
 
 

@@ -44,6 +44,7 @@ def record_types(topic: str = CONSUMER_OFFSETS) -> dict[int, RecordType]:
     if topic == SHARE_GROUP_STATE:
         return {
             0: RecordType(0, message_class("ShareSnapshotKey"), message_class("ShareSnapshotValue"), 0),
-            1: RecordType(1, message_class("ShareUpdateKey"), message_class("ShareUpdateValue"), 1),
+            1: RecordType(1, message_class("ShareUpdateKey"), message_class("ShareUpdateValue"),
+                          message_class("ShareUpdateKey").valid_versions[0]),
         }
     raise ValueError(f"unknown coordinator topic {topic!r}; expected one of {', '.join(TOPICS)}")

@@ -10,15 +10,13 @@ from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime nam
 
 _U_16s = _Struct('>16s').unpack_from
 _P_16s = _Struct('>16s').pack
-_U_q = _Struct('>q').unpack_from
-_P_q = _Struct('>q').pack
 
 
 class TopicPartitionsInfo(Struct):
     """TopicPartitionsInfo: a struct within ShareGroupStatePartitionMetadataValue."""
 
     __slots__ = ()
-    _fields = ('topic_id', 'topic_name', 'partitions', 'create_timestamp', 'unknown_tagged_fields')
+    _fields = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
 
     def __new__(
         cls,
@@ -26,16 +24,14 @@ class TopicPartitionsInfo(Struct):
         topic_id: UUID = ZERO_UUID,
         topic_name: str = '',
         partitions: tuple[int, ...] = (),
-        create_timestamp: int = 0,
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> TopicPartitionsInfo:
-        return _new(cls, (topic_id, topic_name, as_tuple(partitions), create_timestamp, as_tuple(unknown_tagged_fields),))
+        return _new(cls, (topic_id, topic_name, as_tuple(partitions), as_tuple(unknown_tagged_fields),))
 
     topic_id: UUID = attribute(0)
     topic_name: str = attribute(1)
     partitions: tuple[int, ...] = attribute(2)
-    create_timestamp: int = attribute(3)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(4)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(3)
 
 
 _DEFAULT_TopicPartitionsInfo = TopicPartitionsInfo()
@@ -107,9 +103,6 @@ def _d_TopicPartitionsInfo_0(b: bytes, p: int) -> tuple[TopicPartitionsInfo, int
             raise null_field()
         else:
             v2, p = read_fixed_array(b, p, n, 'i', 4)
-        _f = 'create_timestamp'
-        (v3,) = _U_q(b, p)
-        p += 8
         _f = '_tagged_fields'
         if b[p] == 0:
             p += 1
@@ -129,12 +122,12 @@ def _d_TopicPartitionsInfo_0(b: bytes, p: int) -> tuple[TopicPartitionsInfo, int
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(TopicPartitionsInfo, (v0, v1, v2, v3, vt,)), p
+    return _new(TopicPartitionsInfo, (v0, v1, v2, vt,)), p
 
 def _e_TopicPartitionsInfo_0(o: TopicPartitionsInfo, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, vt,) = o
+        (v0, v1, v2, vt,) = o
         _f = 'topic_id'
         w(_P_16s(v0.bytes))
         _f = 'topic_name'
@@ -145,8 +138,6 @@ def _e_TopicPartitionsInfo_0(o: TopicPartitionsInfo, w: Callable[[bytes], object
         else:
             w(compact_len(len(v2)))
             w(pack_array('i', v2))
-        _f = 'create_timestamp'
-        w(_P_q(v3))
         if vt:
             write_tagged(w, [], vt)
         else:
@@ -301,7 +292,6 @@ TopicPartitionsInfo._spec = (
     Field('topic_id', 'topicId', 'uuid', None, None, (0, 32767), None, None, None, ZERO_UUID, False, INHERIT),
     Field('topic_name', 'topicName', 'string', None, None, (0, 32767), None, None, None, '', False, INHERIT),
     Field('partitions', 'partitions', 'array', 'int32', None, (0, 32767), None, None, None, (), False, INHERIT),
-    Field('create_timestamp', 'createTimestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
 TopicPartitionsInfo._decoders = {0: _d_TopicPartitionsInfo_0}
 TopicPartitionsInfo._encoders = {0: _e_TopicPartitionsInfo_0}
@@ -322,8 +312,8 @@ ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo = TopicPartitionsInfo
 ShareGroupStatePartitionMetadataValue.TopicInfo = TopicInfo
 
 install_plans(globals(), (
-    ('_d_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_e_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 5, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_e_TopicPartitionsInfo_0', 'TopicPartitionsInfo', 4, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (3, 2, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_TopicInfo_0', 'TopicInfo', 3, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_TopicInfo_0', 'TopicInfo', 3, ((0, 0, 8, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_d_ShareGroupStatePartitionMetadataValue_0', 'ShareGroupStatePartitionMetadataValue', 4, ((3, 0, 11, 1, 0, -1, '_d_TopicPartitionsInfo_0', None), (3, 1, 11, 1, 0, -1, '_d_TopicPartitionsInfo_0', None), (3, 2, 11, 1, 0, -1, '_d_TopicInfo_0', None), (6, 3, 0, 0, 0, -1, None, None), )),

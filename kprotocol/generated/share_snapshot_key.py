@@ -13,12 +13,12 @@ _P_16si = _Struct('>16si').pack
 
 
 class ShareSnapshotKey(Message):
-    """ShareSnapshotKey: data message."""
+    """ShareSnapshotKey: coordinator-key message."""
 
     __slots__ = ()
     _fields = ('group_id', 'topic_id', 'partition', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
+    spec_type = 'coordinator-key'
+    api_key = 0
     valid_versions = (0, 0)
     flexible_versions = None
 

@@ -8,8 +8,10 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
-_U_Hiiq = _Struct('>Hiiq').unpack_from
-_P_Hiiq = _Struct('>Hiiq').pack
+_U_i = _Struct('>i').unpack_from
+_P_i = _Struct('>i').pack
+_U_iiiqqq = _Struct('>iiiqqq').unpack_from
+_P_iiiqqq = _Struct('>iiiqqq').pack
 _U_qqbh = _Struct('>qqbh').unpack_from
 _P_qqbh = _Struct('>qqbh').pack
 
@@ -42,12 +44,12 @@ _DEFAULT_StateBatch = StateBatch()
 
 
 class ShareSnapshotValue(Message):
-    """ShareSnapshotValue: data message."""
+    """ShareSnapshotValue: coordinator-value message."""
 
     __slots__ = ()
-    _fields = ('snapshot_epoch', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
+    _fields = ('snapshot_epoch', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'create_timestamp', 'write_timestamp', 'state_batches', 'unknown_tagged_fields')
+    spec_type = 'coordinator-value'
+    api_key = 0
     valid_versions = (0, 0)
     flexible_versions = (0, 32767)
 
@@ -58,17 +60,23 @@ class ShareSnapshotValue(Message):
         state_epoch: int = 0,
         leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
+        create_timestamp: int = 0,
+        write_timestamp: int = 0,
         state_batches: tuple[StateBatch, ...] = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> ShareSnapshotValue:
-        return _new(cls, (snapshot_epoch, state_epoch, leader_epoch, start_offset, as_tuple(state_batches), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (snapshot_epoch, state_epoch, leader_epoch, start_offset, delivery_complete_count, create_timestamp, write_timestamp, as_tuple(state_batches), as_tuple(unknown_tagged_fields),))
 
     snapshot_epoch: int = attribute(0)
     state_epoch: int = attribute(1)
     leader_epoch: int = attribute(2)
     start_offset: int = attribute(3)
-    state_batches: tuple[StateBatch, ...] = attribute(4)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(5)
+    delivery_complete_count: int = attribute(4)
+    create_timestamp: int = attribute(5)
+    write_timestamp: int = attribute(6)
+    state_batches: tuple[StateBatch, ...] = attribute(7)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(8)
 
 
 def _d_StateBatch_0(b: bytes, p: int) -> tuple[StateBatch, int]:
@@ -115,8 +123,8 @@ def _d_ShareSnapshotValue_0(b: bytes, p: int) -> tuple[ShareSnapshotValue, int]:
     _f = ''
     try:
         _f = 'snapshot_epoch'
-        (v0, v1, v2, v3,) = _U_Hiiq(b, p)
-        p += 18
+        (v0, v1, v2, v3, v5, v6,) = _U_iiiqqq(b, p)
+        p += 36
         _f = 'state_batches'
         n, p = read_compact_array_length(b, p)
         if n < 0:
@@ -129,8 +137,9 @@ def _d_ShareSnapshotValue_0(b: bytes, p: int) -> tuple[ShareSnapshotValue, int]:
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v4 = tuple(a)
+            v7 = tuple(a)
         _f = '_tagged_fields'
+        v4 = -1
         if b[p] == 0:
             p += 1
             vt = ()
@@ -144,28 +153,43 @@ def _d_ShareSnapshotValue_0(b: bytes, p: int) -> tuple[ShareSnapshotValue, int]:
                     raise tags_out_of_order(t)
                 last = t
                 e = p + s
-                u.append((t, b[p:e]))
-                p = e
+                if t == 0:
+                    _f = 'delivery_complete_count'
+                    (v4,) = _U_i(b, p)
+                    p += 4
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v4 == -1:
+                        u.append((t, b[e - s:e]))
+                else:
+                    u.append((t, b[p:e]))
+                    p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(ShareSnapshotValue, (v0, v1, v2, v3, v4, vt,)), p
+    return _new(ShareSnapshotValue, (v0, v1, v2, v3, v4, v5, v6, v7, vt,)), p
 
 def _e_ShareSnapshotValue_0(o: ShareSnapshotValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, v4, vt,) = o
+        (v0, v1, v2, v3, v4, v5, v6, v7, vt,) = o
         _f = 'snapshot_epoch'
-        w(_P_Hiiq(v0, v1, v2, v3))
+        w(_P_iiiqqq(v0, v1, v2, v3, v5, v6))
         _f = 'state_batches'
-        if v4 is None:
+        if v7 is None:
             raise null_value()
         else:
-            w(compact_len(len(v4)))
-            for x in v4:
+            w(compact_len(len(v7)))
+            for x in v7:
                 _e_StateBatch_0(x, w)
-        if vt:
-            write_tagged(w, [], vt)
+        tg = []
+        _f = 'delivery_complete_count'
+        if v4 != -1:
+            t = []
+            t.append(_P_i(v4))
+            tg.append((0, b''.join(t)))
+        if tg or vt:
+            write_tagged(w, tg, vt)
         else:
             w(b'\x00')
     except Exception as exc:
@@ -173,19 +197,22 @@ def _e_ShareSnapshotValue_0(o: ShareSnapshotValue, w: Callable[[bytes], object])
 
 
 StateBatch._spec = (
-    Field('first_offset', 'firstOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('last_offset', 'lastOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('delivery_state', 'deliveryState', 'int8', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('delivery_count', 'deliveryCount', 'int16', None, None, (0, 0), None, None, None, 0, False, INHERIT),
+    Field('first_offset', 'firstOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('last_offset', 'lastOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_state', 'deliveryState', 'int8', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_count', 'deliveryCount', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
 StateBatch._decoders = {0: _d_StateBatch_0}
 StateBatch._encoders = {0: _e_StateBatch_0}
 ShareSnapshotValue._spec = (
-    Field('snapshot_epoch', 'snapshotEpoch', 'uint16', None, None, (0, 0), None, None, None, 0, False, INHERIT),
+    Field('snapshot_epoch', 'snapshotEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('state_epoch', 'stateEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('leader_epoch', 'leaderEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('start_offset', 'startOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('state_batches', 'stateBatches', 'array', 'struct', StateBatch, (0, 0), None, None, None, (), False, INHERIT),
+    Field('start_offset', 'startOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_complete_count', 'deliveryCompleteCount', 'int32', None, None, (0, 32767), None, (0, 32767), 0, -1, False, INHERIT),
+    Field('create_timestamp', 'createTimestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('write_timestamp', 'writeTimestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('state_batches', 'stateBatches', 'array', 'struct', StateBatch, (0, 32767), None, None, None, (), False, INHERIT),
 )
 ShareSnapshotValue._decoders = {0: _d_ShareSnapshotValue_0}
 ShareSnapshotValue._encoders = {0: _e_ShareSnapshotValue_0}
@@ -194,6 +221,6 @@ ShareSnapshotValue.StateBatch = StateBatch
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
     ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_d_ShareSnapshotValue_0', 'ShareSnapshotValue', 6, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareSnapshotValue_0', 'ShareSnapshotValue', 6, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareSnapshotValue_0', 'ShareSnapshotValue', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_d_StateBatch_0', None), (5, 4, 0, 0, 0, -1, None, -1), (6, 8, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareSnapshotValue_0', 'ShareSnapshotValue', 9, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, None), (0, 3, 4, 1, 0, -1, None, None), (0, 5, 4, 1, 0, -1, None, None), (0, 6, 4, 1, 0, -1, None, None), (3, 7, 11, 1, 0, -1, '_e_StateBatch_0', None), (7, 4, 0, 0, 0, -1, None, -1), (6, 8, 0, 0, 0, -1, None, None), )),
 ))

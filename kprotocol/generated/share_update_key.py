@@ -13,13 +13,13 @@ _P_16si = _Struct('>16si').pack
 
 
 class ShareUpdateKey(Message):
-    """ShareUpdateKey: data message."""
+    """ShareUpdateKey: coordinator-key message."""
 
     __slots__ = ()
     _fields = ('group_id', 'topic_id', 'partition', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
-    valid_versions = (1, 1)
+    spec_type = 'coordinator-key'
+    api_key = 1
+    valid_versions = (0, 0)
     flexible_versions = None
 
     def __new__(
@@ -66,12 +66,12 @@ def _e_ShareUpdateKey_0(o: ShareUpdateKey, w: Callable[[bytes], object]) -> None
 
 
 ShareUpdateKey._spec = (
-    Field('group_id', 'groupId', 'string', None, None, (1, 1), None, None, None, '', False, INHERIT),
-    Field('topic_id', 'topicId', 'uuid', None, None, (1, 1), None, None, None, ZERO_UUID, False, INHERIT),
-    Field('partition', 'partition', 'int32', None, None, (1, 1), None, None, None, 0, False, INHERIT),
+    Field('group_id', 'groupId', 'string', None, None, (0, 0), None, None, None, '', False, INHERIT),
+    Field('topic_id', 'topicId', 'uuid', None, None, (0, 0), None, None, None, ZERO_UUID, False, INHERIT),
+    Field('partition', 'partition', 'int32', None, None, (0, 0), None, None, None, 0, False, INHERIT),
 )
-ShareUpdateKey._decoders = {1: _d_ShareUpdateKey_0}
-ShareUpdateKey._encoders = {1: _e_ShareUpdateKey_0}
+ShareUpdateKey._decoders = {0: _d_ShareUpdateKey_0}
+ShareUpdateKey._encoders = {0: _e_ShareUpdateKey_0}
 
 install_plans(globals(), (
     ('_d_ShareUpdateKey_0', 'ShareUpdateKey', 4, ((1, 0, 9, 0, 0, -1, None, None), (0, 1, 8, 0, 0, -1, None, None), (0, 2, 3, 0, 0, -1, None, None), (5, 3, 0, 0, 0, -1, None, ()), )),

@@ -8,8 +8,10 @@ from uuid import UUID
 
 from kprotocol.runtime.generated_support import *  # noqa: F403 (the runtime names generated code uses)
 
-_U_Hiq = _Struct('>Hiq').unpack_from
-_P_Hiq = _Struct('>Hiq').pack
+_U_i = _Struct('>i').unpack_from
+_P_i = _Struct('>i').pack
+_U_iiq = _Struct('>iiq').unpack_from
+_P_iiq = _Struct('>iiq').pack
 _U_qqbh = _Struct('>qqbh').unpack_from
 _P_qqbh = _Struct('>qqbh').pack
 
@@ -42,12 +44,12 @@ _DEFAULT_StateBatch = StateBatch()
 
 
 class ShareUpdateValue(Message):
-    """ShareUpdateValue: data message."""
+    """ShareUpdateValue: coordinator-value message."""
 
     __slots__ = ()
-    _fields = ('snapshot_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
-    spec_type = 'data'
-    api_key = None
+    _fields = ('snapshot_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches', 'unknown_tagged_fields')
+    spec_type = 'coordinator-value'
+    api_key = 1
     valid_versions = (0, 0)
     flexible_versions = (0, 32767)
 
@@ -57,16 +59,18 @@ class ShareUpdateValue(Message):
         snapshot_epoch: int = 0,
         leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
         state_batches: tuple[StateBatch, ...] = (),
         unknown_tagged_fields: tuple[tuple[int, bytes], ...] = (),
     ) -> ShareUpdateValue:
-        return _new(cls, (snapshot_epoch, leader_epoch, start_offset, as_tuple(state_batches), as_tuple(unknown_tagged_fields),))
+        return _new(cls, (snapshot_epoch, leader_epoch, start_offset, delivery_complete_count, as_tuple(state_batches), as_tuple(unknown_tagged_fields),))
 
     snapshot_epoch: int = attribute(0)
     leader_epoch: int = attribute(1)
     start_offset: int = attribute(2)
-    state_batches: tuple[StateBatch, ...] = attribute(3)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(4)
+    delivery_complete_count: int = attribute(3)
+    state_batches: tuple[StateBatch, ...] = attribute(4)
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = attribute(5)
 
 
 def _d_StateBatch_0(b: bytes, p: int) -> tuple[StateBatch, int]:
@@ -113,8 +117,8 @@ def _d_ShareUpdateValue_0(b: bytes, p: int) -> tuple[ShareUpdateValue, int]:
     _f = ''
     try:
         _f = 'snapshot_epoch'
-        (v0, v1, v2,) = _U_Hiq(b, p)
-        p += 14
+        (v0, v1, v2,) = _U_iiq(b, p)
+        p += 16
         _f = 'state_batches'
         n, p = read_compact_array_length(b, p)
         if n < 0:
@@ -127,8 +131,9 @@ def _d_ShareUpdateValue_0(b: bytes, p: int) -> tuple[ShareUpdateValue, int]:
                 except DecodeError as e:
                     raise e.within(f'[{i}]') from None
                 a.append(x)
-            v3 = tuple(a)
+            v4 = tuple(a)
         _f = '_tagged_fields'
+        v3 = -1
         if b[p] == 0:
             p += 1
             vt = ()
@@ -142,28 +147,43 @@ def _d_ShareUpdateValue_0(b: bytes, p: int) -> tuple[ShareUpdateValue, int]:
                     raise tags_out_of_order(t)
                 last = t
                 e = p + s
-                u.append((t, b[p:e]))
-                p = e
+                if t == 0:
+                    _f = 'delivery_complete_count'
+                    (v3,) = _U_i(b, p)
+                    p += 4
+                    if p != e:
+                        raise tag_size_mismatch(t, s, p - e + s)
+                    if v3 == -1:
+                        u.append((t, b[e - s:e]))
+                else:
+                    u.append((t, b[p:e]))
+                    p = e
             vt = tuple(u)
     except Exception as exc:
         raise wrap_decode_error(exc, _f, p) from None
-    return _new(ShareUpdateValue, (v0, v1, v2, v3, vt,)), p
+    return _new(ShareUpdateValue, (v0, v1, v2, v3, v4, vt,)), p
 
 def _e_ShareUpdateValue_0(o: ShareUpdateValue, w: Callable[[bytes], object]) -> None:
     _f = ''
     try:
-        (v0, v1, v2, v3, vt,) = o
+        (v0, v1, v2, v3, v4, vt,) = o
         _f = 'snapshot_epoch'
-        w(_P_Hiq(v0, v1, v2))
+        w(_P_iiq(v0, v1, v2))
         _f = 'state_batches'
-        if v3 is None:
+        if v4 is None:
             raise null_value()
         else:
-            w(compact_len(len(v3)))
-            for x in v3:
+            w(compact_len(len(v4)))
+            for x in v4:
                 _e_StateBatch_0(x, w)
-        if vt:
-            write_tagged(w, [], vt)
+        tg = []
+        _f = 'delivery_complete_count'
+        if v3 != -1:
+            t = []
+            t.append(_P_i(v3))
+            tg.append((0, b''.join(t)))
+        if tg or vt:
+            write_tagged(w, tg, vt)
         else:
             w(b'\x00')
     except Exception as exc:
@@ -171,18 +191,19 @@ def _e_ShareUpdateValue_0(o: ShareUpdateValue, w: Callable[[bytes], object]) -> 
 
 
 StateBatch._spec = (
-    Field('first_offset', 'firstOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('last_offset', 'lastOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('delivery_state', 'deliveryState', 'int8', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('delivery_count', 'deliveryCount', 'int16', None, None, (0, 0), None, None, None, 0, False, INHERIT),
+    Field('first_offset', 'firstOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('last_offset', 'lastOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_state', 'deliveryState', 'int8', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_count', 'deliveryCount', 'int16', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
 )
 StateBatch._decoders = {0: _d_StateBatch_0}
 StateBatch._encoders = {0: _e_StateBatch_0}
 ShareUpdateValue._spec = (
-    Field('snapshot_epoch', 'snapshotEpoch', 'uint16', None, None, (0, 0), None, None, None, 0, False, INHERIT),
+    Field('snapshot_epoch', 'snapshotEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
     Field('leader_epoch', 'leaderEpoch', 'int32', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
-    Field('start_offset', 'startOffset', 'int64', None, None, (0, 0), None, None, None, 0, False, INHERIT),
-    Field('state_batches', 'stateBatches', 'array', 'struct', StateBatch, (0, 0), None, None, None, (), False, INHERIT),
+    Field('start_offset', 'startOffset', 'int64', None, None, (0, 32767), None, None, None, 0, False, INHERIT),
+    Field('delivery_complete_count', 'deliveryCompleteCount', 'int32', None, None, (0, 32767), None, (0, 32767), 0, -1, False, INHERIT),
+    Field('state_batches', 'stateBatches', 'array', 'struct', StateBatch, (0, 32767), None, None, None, (), False, INHERIT),
 )
 ShareUpdateValue._decoders = {0: _d_ShareUpdateValue_0}
 ShareUpdateValue._encoders = {0: _e_ShareUpdateValue_0}
@@ -191,6 +212,6 @@ ShareUpdateValue.StateBatch = StateBatch
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
     ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_d_ShareUpdateValue_0', 'ShareUpdateValue', 5, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_e_ShareUpdateValue_0', 'ShareUpdateValue', 5, ((0, 0, 5, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_StateBatch_0', None), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareUpdateValue_0', 'ShareUpdateValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_StateBatch_0', None), (5, 3, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_e_ShareUpdateValue_0', 'ShareUpdateValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_StateBatch_0', None), (7, 3, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
 ))
