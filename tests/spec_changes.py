@@ -118,3 +118,18 @@ def without_keys(doc: Any, names: set[str]) -> Any:
     if isinstance(doc, list):
         return [without_keys(v, names) for v in doc]
     return doc
+
+
+def vector_target(vec: dict) -> tuple[Any, int]:
+    """The class and version a golden vector is read with now: a record whose layout the release
+    changed in place is read with its earlier layout, and a former "data" record whose version prefix
+    became its record type with the record's first version."""
+    import kprotocol
+    from kprotocol.coordinator.decode import EARLIER_LAYOUTS
+    from kprotocol.coordinator.record_types import OTHER_TOPICS
+
+    cls = kprotocol.message_class(EARLIER_LAYOUTS.get(vec["name"], vec["name"]))
+    version = vec["version"]
+    if cls.__name__ in OTHER_TOPICS and not cls.valid_versions[0] <= version <= cls.valid_versions[1]:
+        version = cls.valid_versions[0]
+    return cls, version

@@ -17,6 +17,7 @@ from kprotocol.errors import (
     UnsupportedVersionError,
 )
 from conftest import SHARED, read_jsonl
+from spec_changes import vector_target
 
 SAMPLES = [
     vec
@@ -28,15 +29,15 @@ SAMPLES = [
 
 def test_every_truncation_fails_with_offset_and_path() -> None:
     for vec in SAMPLES:
-        cls = kprotocol.message_class(vec["name"])
+        cls, version = vector_target(vec)
         raw = bytes.fromhex(vec["hex"])
         for cut in range(0, len(raw), max(1, len(raw) // 64)):
             with pytest.raises(DecodeError) as info:
-                cls.decode(raw[:cut], vec["version"])
+                cls.decode(raw[:cut], version)
             err = info.value
             assert isinstance(err, ValueError)
             assert err.offset is not None and 0 <= err.offset <= cut
-            assert err.path.startswith(vec["name"])
+            assert err.path.startswith(cls.__name__)
 
 
 def test_trailing_bytes() -> None:

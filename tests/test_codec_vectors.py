@@ -10,7 +10,7 @@ from kprotocol.coordinator.record_types import OTHER_TOPICS
 from kprotocol.runtime import accel, pure
 from codegen.jsonc import load
 from conftest import ROOT, SHARED, read_jsonl
-from spec_changes import added_tagged, rename_json, renames, without_keys
+from spec_changes import added_tagged, rename_json, renames, vector_target, without_keys
 
 VECTOR_FILES = sorted(p for p in (SHARED / "vectors").glob("*.jsonl") if p.stem != "RecordBatches")
 
@@ -40,11 +40,8 @@ def test_vectors(path) -> None:
     names, added = _changes(path.stem)
     for vec in vectors:
         vec = {**vec, "json": rename_json(vec["json"], names)}
-        # A record whose layout the resolved release changed in place: the vectors hold the earlier one.
-        cls = kprotocol.message_class(EARLIER_LAYOUTS.get(vec["name"], vec["name"]))
-        version, raw = vec["version"], bytes.fromhex(vec["hex"])
-        if cls.__name__ in OTHER_TOPICS and not cls.valid_versions[0] <= version <= cls.valid_versions[1]:
-            version = cls.valid_versions[0]  # the old "version" prefix is the record type since the release
+        cls, version = vector_target(vec)
+        raw = bytes.fromhex(vec["hex"])
         # The release turned some "data" specs into coordinator records with a record type as api key.
         assert cls.api_key == vec.get("apiKey", cls.api_key) or vec["name"] in EARLIER_LAYOUTS or \
             (vec.get("apiKey") is None and cls.__name__ in OTHER_TOPICS)
