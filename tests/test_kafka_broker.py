@@ -36,3 +36,23 @@ def test_own_broker_stops_cleanly_by_pid() -> None:
         raise AssertionError(f"broker pid {pid} still exists")
     assert not broker.workdir.exists()
     assert kafka_version().startswith("4.")
+
+
+def test_broker_dies_with_the_python_process_that_started_it() -> None:
+    """Even when Python is killed before it can stop the broker, no broker is left behind."""
+    import subprocess
+    import sys
+    import time
+
+    script = "import os\nfrom kprotocol.toolchain import KafkaBroker\nb = KafkaBroker.start()\nprint(b.pid, flush=True)\nos._exit(0)\n"
+    pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                             timeout=120).stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    raise AssertionError(f"broker {pid} outlived its parent")

@@ -24,6 +24,7 @@ from types import TracebackType
 
 from kprotocol.connection import Connection
 from kprotocol.registry import message_class
+from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import ToolchainError, java_command, kafka_libs
 
 READY_TIMEOUT_S = 30.0
@@ -118,7 +119,7 @@ class KafkaBroker:
         log = (workdir / "broker.log").open("wb")
         process = subprocess.Popen(java_command("kafka.Kafka", str(properties), libs=libs, heap=heap),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=die_with_parent)
         broker = cls(workdir, port, controller_port, process, keep, log)
         try:
             broker._wait_ready()

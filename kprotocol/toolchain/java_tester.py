@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from kprotocol.runtime.struct import Message
+from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import java_command
 
 MAIN_CLASS = "io.kprotocol.tester.RoundTripServer"
@@ -73,7 +74,7 @@ class JavaTester:
     def __init__(self) -> None:
         self.process = subprocess.Popen(java_command(MAIN_CLASS, heap="768m"), stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                        encoding="utf-8", start_new_session=True)
+                                        encoding="utf-8", start_new_session=True, preexec_fn=die_with_parent)
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.process.stdin and self.process.stdout

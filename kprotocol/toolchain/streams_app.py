@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import java_command, legacy_streams_libs
 
 MAIN_CLASS = "io.kprotocol.streamsapp.CountApp"
@@ -65,7 +66,7 @@ class StreamsApp:
         process = subprocess.Popen(
             java_command(MAIN_CLASS, *(f"{k}={v}" for k, v in config.items()), libs=libs, heap="384m"),
             stdout=subprocess.PIPE, stderr=stderr_path.open("wb"), stdin=subprocess.DEVNULL, text=True,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=die_with_parent)
         app = cls(process, state_dir, owns, stderr_path=stderr_path)
         threading.Thread(target=app._read, daemon=True).start()
         return app

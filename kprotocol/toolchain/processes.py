@@ -1,0 +1,20 @@
+"""Child processes that cannot outlive the Python process that started them.
+
+Tests stop every JVM by its PID; this covers the case where Python itself is killed first
+(a CI time-out, Ctrl-C twice): the kernel then sends the child SIGTERM (Linux's parent-death
+signal), so no broker or Streams app is left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """A `preexec_fn` for subprocess.Popen."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
