@@ -40,18 +40,22 @@ def test_own_broker_stops_cleanly_by_pid() -> None:
 
 def test_broker_dies_with_the_python_process_that_started_it() -> None:
     """Even when Python is killed before it can stop the broker, no broker is left behind."""
+    import shutil
     import subprocess
     import sys
     import time
 
-    script = "import os\nfrom kprotocol.toolchain import KafkaBroker\nb = KafkaBroker.start()\nprint(b.pid, flush=True)\nos._exit(0)\n"
-    pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                             timeout=120).stdout.split()[-1])
+    script = ("import os\nfrom kprotocol.toolchain import KafkaBroker\nb = KafkaBroker.start()\n"
+              "print(b.pid, b.workdir, flush=True)\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    pid, workdir = out.stdout.split()[-2:]
+    pid = int(pid)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
+            shutil.rmtree(workdir, ignore_errors=True)
             return
         time.sleep(0.2)
     os.kill(pid, 9)
