@@ -109,3 +109,20 @@ def test_sync_group_payloads_decode_with_the_protocol_learned_from_join_group() 
     (response,) = conv.server_bytes(kprotocol.encode_response(
         M("ResponseHeader")(correlation_id=99), M("SyncGroupResponse")(assignment=b"\0\3garbage"), 3))
     assert "error" in response.to_json()["body"]["decodedAssignment"]
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_decode_prefix_accepts_bytearray_and_memoryview_on_both_paths(pure: str) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import kprotocol\n"
+        "cls = kprotocol.message_class('HeartbeatRequest')\n"
+        "raw = cls(group_id='g', generation_id=1, member_id='m').encode(0)\n"
+        "for data in (bytearray(raw), memoryview(raw), raw):\n"
+        "    assert cls.decode_prefix(data, 0, 0) == (cls.decode(raw, 0), len(raw))\n"
+    )
+    env = {**__import__("os").environ, "KPROTOCOL_PURE_PYTHON": pure} if pure == "1" else None
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr

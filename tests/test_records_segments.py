@@ -110,3 +110,38 @@ def test_every_byte_is_a_batch_or_a_reported_problem(data):
         assert start == position
         position += size
     assert not any(damaged[position:])  # only an all-zero tail may go unreported
+
+
+def test_hostile_batches_fail_at_read_time_in_bounded_memory() -> None:
+    """An invalid codec is a DecodeError when the batch is read, and a small compressed batch that
+    declares millions of tiny records is refused before it is inflated."""
+    import time
+    import tracemalloc
+
+    import zstandard
+
+    from kprotocol.errors import DecodeError
+    from kprotocol.records import read_batches, write_batch
+    from kprotocol.records.model import Record
+
+    plain = bytearray(write_batch([Record(0, 0, b"k", b"v")]))
+    plain[21 + 1] = (plain[21 + 1] & 0xF8) | 5  # attributes low byte: codec bits set to 5
+    with pytest.raises(DecodeError, match="unknown compression codec 5"):
+        list(read_batches(bytes(plain), verify_crc=False))
+
+    count = 2_000_000
+    tiny = b"\x0c\x00\x00\x00\x01\x01\x00" * count  # 7-byte records: no key, no value, no headers
+    bomb = bytearray(write_batch([Record(0, 0, None, None)], compression="zstd"))
+    header = bomb[:61]
+    payload = zstandard.ZstdCompressor().compress(tiny)
+    header[57:61] = count.to_bytes(4, "big")
+    header[8:12] = (len(header) - 12 + len(payload)).to_bytes(4, "big")
+    del tiny
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(DecodeError, match="exceed the limit"):
+        list(read_batches(bytes(header) + payload, verify_crc=False))
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 2 and peak < 200 << 20

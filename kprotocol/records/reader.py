@@ -38,6 +38,9 @@ V2_CRC_START = 21
 LEGACY_HEADER = struct.Struct(">qiIbb")
 MIN_SIZE = {0: 14, 1: 22, 2: V2_HEADER.size - LOG_OVERHEAD}
 MIN_V2_RECORD = 7
+MAX_CODEC = 4  # zstd; attribute values 5-7 name no codec
+# More records than a 1 MiB batch of the smallest records can hold (7 bytes each); `max_records` raises it.
+DEFAULT_MAX_RECORDS = 1 << 18
 # Continuation bytes after the payload send a varint read past its end to the general reader,
 # which reports the truncation.
 _PAD = b"\x80\x80\x80"
@@ -77,13 +80,15 @@ def read_batches(
 
 
 def read_batch(
-    data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    max_records: int = DEFAULT_MAX_RECORDS,
 ) -> RecordBatch:
-    """The single batch starting at `pos`."""
+    """The single batch starting at `pos`. A batch declaring more than `max_records` records is refused
+    before anything is decompressed, so memory stays bounded whatever a hostile batch inflates to."""
     try:
         size = batch_extent(data, pos)
         if data[pos + MAGIC_OFFSET] == 2:
-            return _read_v2(data, pos, size, verify_crc, max_decompressed)
+            return _read_v2(data, pos, size, verify_crc, max_decompressed, max_records)
         return _read_legacy(data, pos, size, verify_crc, max_decompressed)
     except DecodeError as exc:
         if exc.reason.startswith("batch at offset") or pos + 8 > len(data):
@@ -94,7 +99,8 @@ def read_batch(
 
 # ---------------------------------------------------------------- magic 2
 
-def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> RecordBatch:
+def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int,
+             max_records: int = DEFAULT_MAX_RECORDS) -> RecordBatch:
     (base_offset, _, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_sequence, count) = V2_HEADER.unpack_from(data, pos)
     end = pos + size
@@ -105,6 +111,11 @@ def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> 
                 f"batch at offset {base_offset}: CRC32C mismatch (stored {crc:#010x}, computed {computed:#010x})",
                 pos + 17)
     codec = attributes & ATTR_COMPRESSION
+    if codec > MAX_CODEC:
+        raise InvalidValueError(f"batch at offset {base_offset}: unknown compression codec {codec}", pos + 21)
+    if count > max_records:
+        raise InvalidLengthError(f"batch at offset {base_offset}: {count} records exceed the limit of {max_records} "
+                                 "(max_records)", pos + 57)
     payload_start = pos + V2_HEADER.size
     payload = data[payload_start:end]
     if codec and payload:
@@ -344,6 +355,8 @@ def _legacy_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | N
 def _read_legacy(data: bytes, pos: int, size: int, verify_crc: bool, limit: int) -> RecordBatch:
     wrapper = _legacy_entry(data, pos, verify_crc)
     codec = wrapper.attributes & ATTR_COMPRESSION
+    if codec > MAX_CODEC:
+        raise InvalidValueError(f"message at offset {wrapper.offset}: unknown compression codec {codec}", pos + 17)
     log_append = wrapper.magic == 1 and bool(wrapper.attributes & ATTR_LOG_APPEND_TIME)
     if not codec:
         records: tuple[Record, ...] = (Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value),)

@@ -122,9 +122,11 @@ class Message(Struct):
         return msg
 
     @classmethod
-    def decode_prefix(cls, data: bytes, version: int, offset: int = 0) -> tuple[Self, int]:
+    def decode_prefix(cls, data: bytes | bytearray | memoryview, version: int, offset: int = 0) -> tuple[Self, int]:
         """Decode one message starting at `offset`; return it and the offset after it."""
         fn = cls._codec(cls._decoders, version)
+        if type(data) is not bytes:  # the compiled path reads bytes objects only
+            data = bytes(data)
         try:
             return fn(data, offset)
         except DecodeError as exc:
