@@ -139,7 +139,7 @@ def test_hostile_batches_fail_at_read_time_in_bounded_memory() -> None:
     del tiny
     tracemalloc.start()
     start = time.perf_counter()
-    with pytest.raises(DecodeError, match="exceed the limit"):
+    with pytest.raises(DecodeError, match="exceeds the limit"):
         list(read_batches(bytes(header) + payload, verify_crc=False))
     elapsed = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1]

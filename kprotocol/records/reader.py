@@ -114,8 +114,8 @@ def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int,
     if codec > MAX_CODEC:
         raise InvalidValueError(f"batch at offset {base_offset}: unknown compression codec {codec}", pos + 21)
     if count > max_records:
-        raise InvalidLengthError(f"batch at offset {base_offset}: {count} records exceed the limit of {max_records} "
-                                 "(max_records)", pos + 57)
+        raise InvalidLengthError(f"batch at offset {base_offset}: record count {count} exceeds the limit of "
+                                 f"{max_records} (max_records)", pos + 57)
     payload_start = pos + V2_HEADER.size
     payload = data[payload_start:end]
     if codec and payload:
