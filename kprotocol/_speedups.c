@@ -235,8 +235,16 @@ static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
         PyErr_SetString(PyExc_SystemError, "fallback decoder must return (value, pos)");
         return NULL;
     }
+    Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 1));
+    if (end == -1 && PyErr_Occurred()) { Py_DECREF(r); return NULL; }
+    if (end < start || end > s->len) {  /* a fallback may only move forward, within the input */
+        Py_DECREF(r);
+        PyErr_Format(PyExc_SystemError, "fallback decoder returned position %zd outside %zd..%zd",
+                     end, start, s->len);
+        return NULL;
+    }
     obj = Py_NewRef(PyTuple_GET_ITEM(r, 0));
-    *pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 1));
+    *pos = end;
     Py_DECREF(r);
     return obj;
 }
@@ -354,18 +362,21 @@ static int encode_struct(PlanObject *pl, Out *o, PyObject *obj);
 static int write_array(Out *o, const Op *op, PyObject *v) {
     if (v == Py_None) return op->nullable ? put_null(o, op->flex, 4) : ANOMALY;
     if (!PyTuple_Check(v) && !PyList_Check(v)) return ANOMALY;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-    PyObject **items = PySequence_Fast_ITEMS(v);
-    if (put_length(o, op->flex, 4, n) < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int rc;
-        if (op->kind <= K_UUID) rc = write_fixed(o, op->kind, items[i]);
-        else if (op->kind == K_STRING) rc = write_string(o, items[i], op->flex, 0);
-        else if (op->kind == K_BYTES) rc = write_bytes(o, items[i], op->flex, 0);
-        else rc = encode_struct(op->sub, o, items[i]);
-        if (rc) return rc;
+    /* Elements may run Python code (__index__, a struct's fallback encoder) that mutates a list:
+       iterate a tuple we own, which keeps every element alive whatever happens to the list. */
+    PyObject *seq = PyList_Check(v) ? PyList_AsTuple(v) : Py_NewRef(v);
+    if (!seq) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    int rc = put_length(o, op->flex, 4, n) < 0 ? -1 : 0;
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        if (op->kind <= K_UUID) rc = write_fixed(o, op->kind, item);
+        else if (op->kind == K_STRING) rc = write_string(o, item, op->flex, 0);
+        else if (op->kind == K_BYTES) rc = write_bytes(o, item, op->flex, 0);
+        else rc = encode_struct(op->sub, o, item);
     }
-    return 0;
+    Py_DECREF(seq);
+    return rc;
 }
 
 static int encode_ops(PlanObject *pl, Out *o, PyObject *obj) {

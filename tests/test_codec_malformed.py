@@ -130,3 +130,43 @@ def test_tags_out_of_order_are_refused() -> None:
     raw = bytes.fromhex("00000000" "0000" "02" "2a" "00" "05" "00")
     with pytest.raises(InvalidValueError):
         kprotocol.message_class("HeartbeatResponse").decode(raw, 4)
+
+
+def test_hostile_objects_cannot_crash_the_compiled_encoder() -> None:
+    """A list element whose __index__ empties the list while the compiled encoder walks it: the
+    encoder iterates its own copy, so no element is read after it is freed (run apart: a crash
+    must fail this test, not the test run)."""
+    import subprocess
+    import sys
+
+    script = """
+import gc
+import kprotocol
+from kprotocol.runtime import accel
+assert accel.ENABLED
+cls = kprotocol.message_class("MetadataResponse")
+Broker = cls.MetadataResponseBroker
+brokers = []
+
+class Evil:
+    def __index__(self):
+        brokers.clear()
+        gc.collect()
+        junk.extend(("y" * 64, (i, i)) for i in range(20000))  # reuse the freed memory
+        return 9092
+
+junk = []
+
+brokers.extend([Broker(node_id=0, host="h" * 64, port=Evil())] +
+               [Broker(node_id=i, host=("x" * 64) + str(i), port=1) for i in range(1, 200)])
+# Constructors store tuples; a hostile caller can still build the tuple-backed message around a list.
+slots = list(cls(brokers=[], topics=[]))
+slots[[f.name for f in cls._spec].index("brokers")] = brokers
+message = tuple.__new__(cls, slots)
+del Broker
+data = message.encode(12)
+assert len(cls.decode(data, 12).brokers) == 200  # the brokers as they were when encoding started
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
