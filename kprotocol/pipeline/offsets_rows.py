@@ -5,8 +5,11 @@ a coordinator-topic segment. Pure Python: Spark tasks and the single-process pat
 from __future__ import annotations
 
 import json
+from functools import cache
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, record_types
 from kprotocol.errors import DecodeError
@@ -28,14 +31,19 @@ def coordinator_topic(topic: str | None) -> str:
     return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
 
 
-def type_name(topic: str, type_id: int | None) -> str | None:
-    """`GroupMetadata`, `StreamsGroupTopology`...: the key spec's name without `Key`."""
-    record_type = record_types(topic).get(type_id) if type_id is not None else None
-    return record_type.key.__name__.removesuffix("Key") if record_type else None
+@cache
+def type_names(topic: str) -> dict[int, str]:
+    """Record type -> `GroupMetadata`, `StreamsGroupTopology`...: the key spec's name without `Key`."""
+    return {t: r.key.__name__.removesuffix("Key") for t, r in record_types(topic).items()}
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # a lone surrogate from a Java string: the standard library escapes it
+        return json.dumps(value, separators=(",", ":"))
 
 
 def _problem(decoded: Row) -> str | None:
@@ -49,6 +57,7 @@ def split_rows(split: SegmentSplit) -> dict[str, list[Row]]:
     """Every table's rows for one split."""
     tables: dict[str, list[Row]] = {name: [] for name in TABLES}
     topic = coordinator_topic(split.topic)
+    names = type_names(topic)
     data = read_range(split.uri, split.start, split.end)
     pos = split.start
     for entry in read_segment_bytes(data, split.uri):
@@ -58,13 +67,14 @@ def split_rows(split: SegmentSplit) -> dict[str, list[Row]]:
                 "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
             pos = split.start + entry.position + entry.length
             continue
-        for table, row in batch_rows(entry, pos, split, topic):
+        for table, row in batch_rows(entry, pos, split, topic, names):
             tables[table].append(row)
         pos += entry.size
     return tables
 
 
-def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: str) -> Iterator[tuple[str, Row]]:
+def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: str,
+               names: dict[int, str]) -> Iterator[tuple[str, Row]]:
     """(table, row) pairs of one batch at `position` of the split's file."""
     base = {"topic": split.topic or topic, "partition": split.partition, "segment": split.uri,
             "batch_position": position, "producer_id": batch.producer_id if batch.is_transactional else None}
@@ -84,7 +94,7 @@ def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: st
             decoded = decode_record(record.key, record.value, topic=topic)
             key, value = decoded["key"], decoded["value"]
             data = key.get("data") or {}
-            row.update(record_type=key.get("type"), record_type_name=type_name(topic, key.get("type")),
+            row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
                        group=data.get("group", data.get("groupId")), key_json=_json(key), value_json=_json(value),
                        problem=_problem(decoded))
             if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
