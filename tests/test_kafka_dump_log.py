@@ -6,14 +6,11 @@ state against what the broker itself describes."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.structs import OffsetAndMetadata
 
 from kprotocol import message_class
 from kprotocol.coordinator import CONSUMER_OFFSETS, TRANSACTION_STATE, decode_record
@@ -22,8 +19,7 @@ from kprotocol.records import decode_control
 from kprotocol.records.segment import read_logs
 from kprotocol.toolchain import KafkaBroker
 from kprotocol.toolchain.dump_log import dump_log
-from kprotocol.toolchain.maven import java_command
-from kprotocol.toolchain.streams_app import StreamsApp
+from kprotocol.toolchain.workload import coordinator_workload
 
 pytestmark = pytest.mark.xdist_group("kafka")
 TRANSACTION_STATUS = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
@@ -36,49 +32,12 @@ def broker_data() -> Iterator[Path]:
     """A broker's data directory after a workload that writes every kind of group record."""
     broker = KafkaBroker.start()
     try:
-        _workload(broker)
+        coordinator_workload(broker)
+        DESCRIBED.update(_describe(broker))  # after every member left: the log holds the same final state
     finally:
         broker.stop(keep_workdir=True)
     yield broker.data_dir
     subprocess.run(["rm", "-rf", str(broker.workdir)], check=False)
-
-
-def _workload(broker: KafkaBroker) -> None:
-    bootstrap = broker.bootstrap
-    for topic in ("data", "out"):
-        broker.create_topic(topic, 2)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4")
-    for i in range(60):
-        producer.send("data", key=f"k{i % 6}".encode(), value=b"v")
-    producer.flush()
-    producer.close()
-    consumer = KafkaConsumer("data", bootstrap_servers=bootstrap, group_id="classic-g", auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=5000)
-    assert sum(1 for _ in consumer) == 60
-    consumer.commit({TopicPartition("data", 0): OffsetAndMetadata(1, "with metadata", -1)})
-    consumer.commit()
-    consumer.close()
-    transactional = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-1")
-    transactional.init_transactions()
-    for outcome, offset in (("commit", 5), ("abort", 7)):
-        transactional.begin_transaction()
-        transactional.send("data", outcome.encode())
-        transactional.send_offsets_to_transaction({TopicPartition("data", 0): OffsetAndMetadata(offset, "", -1)},
-                                                  "txn-g")
-        getattr(transactional, f"{outcome}_transaction")()
-    transactional.close()
-    console = subprocess.run(java_command(
-        "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap, "--topic", "data",
-        "--group", "consumer-g", "--from-beginning", "--max-messages", "20", "--timeout-ms", "30000",
-        "--consumer-property", "group.protocol=consumer"), capture_output=True, text=True, timeout=180)
-    assert console.returncode == 0, console.stderr[-2000:]
-    app = StreamsApp.start(bootstrap, "streams-g", "data", "out", group_protocol="streams")
-    try:
-        app.wait_for(app.running_with_tasks(1, 2), 120)
-        time.sleep(1)
-    finally:
-        app.stop()
-    DESCRIBED.update(_describe(broker))  # after every member left: the log holds the same final state
 
 
 DESCRIBED: dict[str, Any] = {}

@@ -146,3 +146,31 @@ def test_plan_lists_kafka_data_directories(tmp_path) -> None:
     shutil.copy(OFFSETS / "00000000000000000000.log", partition / "00000000000000000000.log")
     splits = plan_offsets([str(tmp_path / "data")])
     assert [(s.topic, s.partition) for s in splits] == [("__consumer_offsets", 7)]
+
+
+def test_a_real_brokers_data_directory(spark, tmp_path, capsys) -> None:
+    """Segments a real Kafka 4.4 broker wrote (fixtures/kafka): every table from the Kafka data
+    directory, split between batches, equals the single-process decoder; both modern groups'
+    rebalances are found and complete."""
+    data = ROOT / "fixtures" / "kafka" / "data"
+    out = tmp_path / "out"
+    counts = run_offsets([str(data)], str(out), spark=spark, split_bytes=300)
+    assert counts["splits"] > len(list(data.glob("*/*.log")))
+    rows = _rows(out, "records")
+    for partition in sorted(data.glob("__consumer_offsets-*")):
+        expected = _cli_records([partition], capsys)
+        got = sorted((r for r in rows if r["topic"] == "__consumer_offsets" and r["partition"] ==
+                      int(partition.name.rsplit("-", 1)[1])), key=lambda r: r["offset"])
+        assert [r["offset"] for r in got] == [line["offset"] for line in expected]
+        for row, line in zip(got, expected):
+            if "key" in line:
+                assert json.loads(row["key_json"]) == line["key"]
+                assert (json.loads(row["value_json"]) if row["value_json"] else None) == line["value"]
+    transactions = [r for r in rows if r["topic"] == "__transaction_state"]
+    assert transactions and all(r["record_type_name"] == "TransactionLog" for r in transactions)
+    assert _rows(out, "problems") == []
+    rebalances = {(r["group"], r["protocol"]) for r in _rows(out, "rebalances") if r["end_timestamp"]}
+    assert {("streams-g", "streams"), ("consumer-g", "consumer"), ("classic-g", "classic")} <= rebalances
+    members = _rows(out, "group_members")
+    streams = [m for m in members if m["group"] == "streams-g" and m["assigned_active"]]
+    assert sorted({t for m in streams for t in m["assigned_active"]}) == ["0_0", "0_1"]
