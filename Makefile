@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/python -m kprotocol demo
 
 demo-spark: $(STAMP)
-	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets --out build/demo-tables --split-mb 0.002
+	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets fixtures/kafka/data --out build/demo-tables --split-mb 0.002
 	$(BIN)/python -m kprotocol report build/demo-tables --out build/report.html
 	@echo "report: build/report.html"
 
