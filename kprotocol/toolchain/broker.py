@@ -11,9 +11,7 @@ sends SIGTERM to the broker's own PID (a clean controlled shutdown) and SIGKILL 
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -24,8 +22,8 @@ from types import TracebackType
 
 from kprotocol.connection import Connection
 from kprotocol.registry import message_class
-from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import ToolchainError, java_command, kafka_libs
+from kprotocol.toolchain.processes import die_with_parent, stop_process
 
 READY_TIMEOUT_S = 30.0
 TOPIC_ALREADY_EXISTS = 36
@@ -161,13 +159,7 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 30.0, keep_workdir: bool | None = None) -> int | None:
         """SIGTERM the broker's PID, wait for its clean shutdown (SIGKILL after `timeout`)."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process(self.process, timeout)
         if self._log_file is not None:
             self._log_file.close()  # type: ignore[attr-defined]
             self._log_file = None

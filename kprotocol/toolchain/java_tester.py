@@ -20,8 +20,8 @@ from types import TracebackType
 from typing import Any
 
 from kprotocol.runtime.struct import Message
-from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import java_command
+from kprotocol.toolchain.processes import die_with_parent
 
 MAIN_CLASS = "io.kprotocol.tester.RoundTripServer"
 

@@ -12,9 +12,7 @@ one JSON line, collected in `events`. `streams_version` runs it on an older Kafk
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -24,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kprotocol.toolchain.processes import die_with_parent
 from kprotocol.toolchain.maven import java_command, legacy_streams_libs
+from kprotocol.toolchain.processes import die_with_parent, stop_process
 
 MAIN_CLASS = "io.kprotocol.streamsapp.CountApp"
 Event = dict[str, Any]
@@ -112,13 +110,7 @@ class StreamsApp:
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM the app's PID (its instances close cleanly), SIGKILL after `timeout`."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process(self.process, timeout)
         if self.owns_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         return self.process.returncode
