@@ -7,6 +7,8 @@ import importlib
 import os
 import sys
 
+import kprotocol
+
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `func` set as the default.
 COMMAND_MODULES = (
     "kprotocol.tools.demo",
@@ -24,6 +26,7 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kprotocol", description="Apache Kafka wire protocol and Kafka Streams rebalance tools.")
+    parser.add_argument("--version", action="version", version=f"kprotocol {kprotocol.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)

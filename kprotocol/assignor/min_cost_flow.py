@@ -12,8 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
+
+
+def _scipy():
+    """scipy's LP solver and sparse matrices: only the rack-aware assignor needs them (`kprotocol[rack]`)."""
+    try:
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix
+    except ImportError:
+        raise ImportError("the rack-aware assignor needs scipy: pip install 'kprotocol[rack]'") from None
+    return linprog, coo_matrix
 
 
 @dataclass
@@ -42,6 +50,7 @@ class FlowNetwork:
         n_arcs = len(self.tails)
         if n_arcs == 0:
             return [] if not any(self.supply) else None
+        linprog, coo_matrix = _scipy()
         arcs = np.arange(n_arcs)
         incidence = coo_matrix(
             (np.concatenate([np.ones(n_arcs), -np.ones(n_arcs)]),
