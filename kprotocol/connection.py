@@ -17,8 +17,6 @@ from kprotocol.registry import message_class
 from kprotocol.runtime.primitives import I32
 from kprotocol.runtime.struct import Message
 
-API_VERSIONS = 18
-
 
 class Connection:
     """One TCP connection; requests are sent one at a time and answered in order."""

@@ -1,4 +1,4 @@
-"""Bulk decoding on Spark: coordinator-topic segments and packet captures to Parquet tables.
+"""Bulk decoding on Spark: coordinator-topic segments to Parquet tables.
 
     from kprotocol.pipeline import run_offsets
     run_offsets(["/var/lib/kafka/data"], "tables/")   # records, offsets_committed, group_members,

@@ -1,4 +1,4 @@
-"""`kprotocol pipeline offsets|captures PATH... --out DIR` and `kprotocol report DIR --out report.html`.
+"""`kprotocol pipeline offsets PATH... --out DIR` and `kprotocol report DIR --out report.html`.
 
 The same module runs under spark-submit (see `kprotocol/pipeline/__main__.py`): there the master
 comes from spark-submit, here it is `local[*]` unless `--master` says otherwise.
@@ -32,10 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     offsets = jobs.add_parser("offsets", help="__consumer_offsets / __transaction_state segments -> tables")
     _common(offsets)
     offsets.set_defaults(func=_run)
-    captures = jobs.add_parser("captures", help="pcap/pcapng captures -> exchanges table")
-    _common(captures)
-    captures.add_argument("--ports", default="9092", help="Kafka ports, comma-separated (default: 9092)")
-    captures.set_defaults(func=_run)
     report = subparsers.add_parser("report", help="rebalance timelines and tables from the pipeline's tables")
     report.add_argument("dir", help="the pipeline's output directory")
     report.add_argument("--out", required=True, help="report.html, or a .png of the timelines")
@@ -50,13 +46,8 @@ def _run(args: argparse.Namespace) -> int:
     spark = jobs.spark_session(args.master, progress=progress)
     split_bytes = int(args.split_mb * (1 << 20))
     try:
-        if args.job == "offsets":
-            counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
-                                      partitions=args.partitions)
-        else:
-            ports = tuple(int(p) for p in args.ports.split(",") if p)
-            counts = jobs.run_captures(args.paths, args.out, spark=spark, ports=ports, split_bytes=split_bytes,
-                                       partitions=args.partitions)
+        counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
+                                  partitions=args.partitions)
     finally:
         spark.stop()
     print(dumps({"out": args.out, **counts}))

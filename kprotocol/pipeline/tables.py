@@ -36,19 +36,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("assigned_standby", STRS), ("assigned_warmup", STRS), ("assigned_partitions", STRS),
         ("pending_revocation", STRS), ("next_rebalance_ms", I64), ("error_code", I32), ("record_type_name", STR),
         ("record_offset", I64), ("record_timestamp", I64), ("source_partition", I32)]),
-    # Captured request/response exchanges, one row each.
-    "exchanges": pa.schema([
-        ("capture", STR), ("conn", STR), ("correlation_id", I32), ("api_key", I32), ("api_name", STR),
-        ("api_version", I32), ("client_id", STR), ("request_time", pa.float64()), ("response_time", pa.float64()),
-        ("latency_ms", pa.float64()), ("request_size", I64), ("response_size", I64), ("group", STR),
-        ("member_id", STR), ("generation", I32), ("error_codes", pa.list_(I32)), ("flags", STRS),
-        ("request_json", STR), ("response_json", STR)]),
     # Derived per group from its records (see kprotocol.pipeline.rebalances).
     "rebalances": pa.schema([
         ("group", STR), ("protocol", STR), ("epoch", I32), ("start_timestamp", I64), ("end_timestamp", I64),
         ("duration_ms", I64), ("trigger", STR), ("members_before", STRS), ("members_after", STRS),
         ("tasks_moved", I32), ("warmup_tasks", I32), ("probing", BOOL)]),
-    # Anything that could not be read: corrupt or truncated batches, undecodable records, capture gaps.
+    # Anything that could not be read: corrupt or truncated batches, undecodable records.
     "problems": pa.schema([
         ("source", STR), ("partition", I32), ("position", I64), ("length", I64), ("kind", STR), ("offset", I64),
         ("message", STR)]),
