@@ -5,7 +5,7 @@ state against what the broker itself describes."""
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ def broker_data() -> Iterator[Path]:
     finally:
         broker.stop(keep_workdir=True)
     yield broker.data_dir
-    subprocess.run(["rm", "-rf", str(broker.workdir)], check=False)
+    shutil.rmtree(broker.workdir, ignore_errors=True)
 
 
 DESCRIBED: dict[str, Any] = {}

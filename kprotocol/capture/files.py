@@ -84,13 +84,11 @@ def _pcapng(stream: BinaryIO, first: bytes) -> Iterator[Packet]:
     order = "<"
     interfaces: list[tuple[int, float]] = []  # (link type, seconds per timestamp unit), per section
     block_type_raw = first
-    while True:
+    while block_type_raw:
         if len(block_type_raw) < 4:
-            if block_type_raw:
-                raise CaptureError("capture ends inside a block type", offset, "block")
-            return
+            raise CaptureError("capture ends inside a block type", offset, "block")
         length_raw = _read(stream, 4, offset + 4, "block length")
-        if struct.unpack("<I", block_type_raw)[0] == PCAPNG_SHB:
+        if struct.unpack("<I", block_type_raw)[0] == PCAPNG_SHB:  # a new section: its own byte order
             bom = _read(stream, 4, offset + 8, "byte-order magic")
             order = "<" if struct.unpack("<I", bom)[0] == BYTE_ORDER_MAGIC else ">"
             if struct.unpack(order + "I", bom)[0] != BYTE_ORDER_MAGIC:
@@ -105,34 +103,39 @@ def _pcapng(stream: BinaryIO, first: bytes) -> Iterator[Packet]:
             _check_length(length, offset, 12)
             body = _read(stream, length - 12, offset + 8, "block body")
             _read(stream, 4, offset + length - 4, "block trailer")
-            if block_type == IDB:
-                interfaces.append(_interface(body, order, offset))
-            elif block_type in (EPB, OLD_PACKET):
-                if len(body) < 20:
-                    raise CaptureError("packet block shorter than its 20-byte header", offset, "packet")
-                if block_type == EPB:
-                    interface, high, low, captured, original = struct.unpack_from(order + "IIIII", body)
-                else:  # the obsolete packet block: a 16-bit interface id and a drop count
-                    interface, _, high, low, captured, original = struct.unpack_from(order + "HHIIII", body)
-                if interface >= len(interfaces):
-                    raise CaptureError(f"packet on undeclared interface {interface}", offset + 8, "interface")
-                if 20 + captured > len(body):
-                    raise CaptureError(f"packet of {captured} bytes overruns its block", offset, "packet")
-                link_type, unit = interfaces[interface]
+            packet = _block(block_type, body, order, offset, interfaces)
+            if packet is not None:
+                link_type, time, data, original = packet
                 number += 1
-                yield Packet(number, ((high << 32) | low) * unit, link_type, body[20:20 + captured], original)
-            elif block_type == SPB:
-                if not interfaces:
-                    raise CaptureError("simple packet before any interface", offset, "interface")
-                (original,) = struct.unpack_from(order + "I", body)
-                link_type, _ = interfaces[0]
-                number += 1
-                yield Packet(number, 0.0, link_type, body[4:4 + min(original, len(body) - 4)], original)
-            offset += length
-            block_type_raw = stream.read(4)
-            continue
+                yield Packet(number, time, link_type, data, original)
         offset += length
         block_type_raw = stream.read(4)
+
+
+def _block(block_type: int, body: bytes, order: str, offset: int,
+           interfaces: list[tuple[int, float]]) -> tuple[int, float, bytes, int] | None:
+    """(link type, time, data, original length) of a packet block; records an interface block."""
+    if block_type == IDB:
+        interfaces.append(_interface(body, order, offset))
+    elif block_type in (EPB, OLD_PACKET):
+        if len(body) < 20:
+            raise CaptureError("packet block shorter than its 20-byte header", offset, "packet")
+        if block_type == EPB:
+            interface, high, low, captured, original = struct.unpack_from(order + "IIIII", body)
+        else:  # the obsolete packet block: a 16-bit interface id and a drop count
+            interface, _, high, low, captured, original = struct.unpack_from(order + "HHIIII", body)
+        if interface >= len(interfaces):
+            raise CaptureError(f"packet on undeclared interface {interface}", offset + 8, "interface")
+        if 20 + captured > len(body):
+            raise CaptureError(f"packet of {captured} bytes overruns its block", offset, "packet")
+        link_type, unit = interfaces[interface]
+        return link_type, ((high << 32) | low) * unit, body[20:20 + captured], original
+    elif block_type == SPB:
+        if not interfaces:
+            raise CaptureError("simple packet before any interface", offset, "interface")
+        (original,) = struct.unpack_from(order + "I", body)
+        return interfaces[0][0], 0.0, body[4:4 + min(original, len(body) - 4)], original
+    return None
 
 
 def _check_length(length: int, offset: int, minimum: int) -> None:

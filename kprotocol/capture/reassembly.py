@@ -9,6 +9,7 @@ Sequence numbers wrap around 2^32; offsets do not.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from kprotocol.capture.segments import FLAG_SYN, TcpSegment
@@ -44,6 +45,7 @@ class Direction:
         self.base: int | None = None   # the sequence number of offset 0
         self.next = 0                  # the offset of the next byte to deliver
         self.pending: dict[int, StreamChunk] = {}
+        self.pending_heap: list[int] = []  # the pending offsets, smallest first
         self.pending_bytes = 0
 
     def _offset(self, seq: int) -> int:
@@ -68,6 +70,7 @@ class Direction:
         if offset > self.next:
             if offset not in self.pending:  # the first copy wins
                 self.pending[offset] = chunk
+                heapq.heappush(self.pending_heap, offset)
                 self.pending_bytes += len(chunk.data)
             return self._overflow() if self.pending_bytes > self.max_pending else []
         return self._deliver(chunk)
@@ -85,16 +88,16 @@ class Direction:
 
     def _take_ready(self) -> StreamChunk | None:
         """A pending chunk that now starts at or before the next offset, dropping those fully covered."""
-        for offset in sorted(o for o in self.pending if o <= self.next):
-            chunk = self.pending.pop(offset)
+        while self.pending_heap and self.pending_heap[0] <= self.next:
+            chunk = self.pending.pop(heapq.heappop(self.pending_heap))
             self.pending_bytes -= len(chunk.data)
-            if offset + len(chunk.data) > self.next:
+            if chunk.offset + len(chunk.data) > self.next:
                 return chunk
         return None
 
     def _overflow(self) -> list[Event]:
         """Too much waits behind a hole: give the hole up as a gap and go on."""
-        first = min(self.pending)
+        first = self.pending_heap[0]
         gap = StreamGap(self.next, first - self.next)
         self.next = first
         return [gap, *self._deliver(self._take_ready())]  # type: ignore[arg-type]
