@@ -1,33 +1,67 @@
 """Real client<->broker traffic, recorded byte for byte, decodes and re-encodes to the same bytes:
 kafka-python, confluent-kafka (librdkafka), Kafka's Java clients and Kafka Streams (both group
-protocols), against the real broker; and the small recordings kept in fixtures/traffic/."""
+protocols), against the real broker; and the small recordings kept in fixtures/traffic/.
+
+The same run is captured by tcpdump on the loopback interface: the capture decoder must find
+every exchange the recording proxy saw, field for field, in the pcap and in its pcapng copy, and
+tshark decodes a subset of it (the differential test reports what only kprotocol decodes)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from collections import Counter, defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 
+from kprotocol.capture import decode_capture
+from kprotocol.conversation import Conversation, RequestEvent, ResponseEvent
 from kprotocol.toolchain import KafkaBroker, free_port
 from kprotocol.toolchain.maven import java_command
 from kprotocol.toolchain.recorder import RecordingProxy, RoundTripReport, check_round_trip
 from kprotocol.toolchain.streams_app import StreamsApp
+from kprotocol.toolchain.tcpdump import Tcpdump, to_pcapng, tool
 
 TRAFFIC = Path(__file__).resolve().parents[1] / "fixtures" / "traffic"
 pytestmark = pytest.mark.xdist_group("kafka")
 
 
+@dataclass
+class Traffic:
+    broker: KafkaBroker
+    proxy: RecordingProxy
+    pcap: Path
+    pcapng: Path
+
+
 @pytest.fixture(scope="module")
-def recorded() -> Iterator[tuple[KafkaBroker, RecordingProxy]]:
+def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
+    """Every client below, through the recording proxy, captured by tcpdump on both ports."""
     port = free_port()
     broker = KafkaBroker.start(config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
     proxy = RecordingProxy(("127.0.0.1", broker.port), port)
+    directory = tmp_path_factory.mktemp("capture")
+    capture = Tcpdump.start(directory / "traffic.pcap", (port, broker.port))
     try:
-        yield broker, proxy
+        broker.create_topic("traffic", 2)
+        bootstrap = f"127.0.0.1:{proxy.port}"
+        _kafka_python(bootstrap)
+        _confluent(bootstrap)
+        _java(bootstrap)
+        _streams(bootstrap, broker)
+        proxy.stop()
+        pcap = capture.stop()
+        if keep := os.environ.get("KPROTOCOL_KEEP_TRAFFIC"):  # a directory: keep the capture there too
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(pcap, keep)
+        yield Traffic(broker, proxy, pcap, to_pcapng(pcap, directory / "traffic.pcapng"))
     finally:
+        capture.stop()
         proxy.stop()
         broker.stop()
 
@@ -93,14 +127,8 @@ def _streams(bootstrap: str, broker: KafkaBroker) -> None:
             app.stop()
 
 
-def test_real_clients_round_trip_byte_exact(recorded) -> None:
-    broker, proxy = recorded
-    broker.create_topic("traffic", 2)
-    bootstrap = f"127.0.0.1:{proxy.port}"
-    _kafka_python(bootstrap)
-    _confluent(bootstrap)
-    _java(bootstrap)
-    _streams(bootstrap, broker)
+def test_real_clients_round_trip_byte_exact(traffic: Traffic) -> None:
+    proxy = traffic.proxy
     report = RoundTripReport()
     keep = os.environ.get("KPROTOCOL_KEEP_TRAFFIC")  # a directory: write every recording there
     for number, connection in enumerate(list(proxy.connections)):
@@ -123,3 +151,84 @@ def test_kept_recordings_round_trip(client: str) -> None:
     check_round_trip((TRAFFIC / f"{client}.client.bin").read_bytes(), (TRAFFIC / f"{client}.server.bin").read_bytes(),
                      report)
     assert report.mismatches == [] and sum(report.exchanges.values()) > 0
+
+
+def _recorded_exchanges(recording) -> list[dict]:
+    """What the proxy saw on one connection, in the capture decoder's terms."""
+    conversation = Conversation()
+    requests = [e for e in conversation.client_bytes(bytes(recording.client)) if isinstance(e, RequestEvent)]
+    responses = {e.header.correlation_id: e for e in conversation.server_bytes(bytes(recording.server))
+                 if isinstance(e, ResponseEvent)}
+    out = []
+    for request in requests:
+        correlation_id = request.header.correlation_id
+        doc = request.to_json()
+        response = responses.get(correlation_id)
+        out.append({"correlationId": correlation_id, "apiKey": request.api_key, "apiVersion": request.api_version,
+                    "clientId": request.header.client_id, "request": doc["body"],
+                    "response": None if response is None else response.to_json()["body"]})
+    return out
+
+
+def _kafka_fields(exchange: dict) -> dict:
+    return {"correlationId": exchange["correlationId"], "apiKey": exchange["apiKey"],
+            "apiVersion": exchange["apiVersion"], "clientId": exchange["clientId"], "request": exchange["request"],
+            "response": exchange.get("response")}
+
+
+@pytest.mark.parametrize("form", ["pcap", "pcapng"])
+def test_capture_decodes_every_exchange_the_proxy_saw(traffic: Traffic, form: str) -> None:
+    proxy, path = traffic.proxy, getattr(traffic, form)
+    capture = decode_capture(path, ports=(proxy.port,))
+    by_conn: dict[str, list[dict]] = defaultdict(list)
+    for exchange in capture:
+        by_conn[exchange.conn].append(exchange.to_json())
+    assert capture.problems == [] and capture.orphans == []
+    total = 0
+    for recording in proxy.connections:
+        conn = f"127.0.0.1:{recording.peer[1]}->127.0.0.1:{proxy.port}"
+        got = [_kafka_fields(e) for e in by_conn.pop(conn)]
+        assert got == _recorded_exchanges(recording), conn
+        total += len(got)
+    assert not by_conn and total > 100
+    # The proxy's own connections to the broker carry the same requests (plus the test's admin calls).
+    upstream = Counter(orjson.dumps([e.api_key, e.to_json()["request"]])
+                       for e in decode_capture(path, ports=(traffic.broker.port,)))
+    downstream = Counter(orjson.dumps([e["apiKey"], e["request"]])
+                         for recording in proxy.connections for e in _recorded_exchanges(recording))
+    assert downstream - upstream == Counter()
+    print(f"\n{form}: {total} exchanges over {len(proxy.connections)} connections match the proxy's bytes")
+
+
+def _tshark_requests(path: Path, port: int) -> dict[tuple[int, int], tuple[int, int, bool]]:
+    """(packet, correlation id) -> (api key, api version, clean) for every request tshark dissects."""
+    fields = ["frame.number", "kafka.request_key", "kafka.api_version", "kafka.correlation_id", "_ws.expert.message"]
+    result = subprocess.run([tool("tshark"), "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka",
+                             "-T", "fields", "-E", "occurrence=a", "-E", "separator=|",
+                             *[x for f in fields for x in ("-e", f)]],
+                            capture_output=True, text=True, timeout=600, check=True)
+    out = {}
+    for line in result.stdout.splitlines():
+        number, keys, versions, correlations, expert = line.split("|")
+        if not keys:
+            continue  # a response
+        for key, version, correlation in zip(keys.split(","), versions.split(","), correlations.split(",")):
+            out[(int(number), int(correlation))] = (int(key), int(version), not expert)
+    return out
+
+
+def test_tshark_differential(traffic: Traffic) -> None:
+    port = traffic.proxy.port
+    ours = {(e.request_frame.last, e.correlation_id): e for e in decode_capture(traffic.pcap, ports=(port,))}
+    theirs = _tshark_requests(traffic.pcap, port)
+    clean = {k: v for k, v in theirs.items() if v[2]}
+    assert clean, "tshark decoded nothing cleanly: the differential test would prove nothing"
+    for key, (api_key, api_version, _) in clean.items():
+        exchange = ours[key]
+        assert (exchange.api_key, exchange.api_version) == (api_key, api_version)
+        assert exchange.request is not None
+    only_ours = Counter(f"{e.api_name} v{e.api_version}" for k, e in ours.items()
+                        if k not in clean and e.request is not None)
+    print(f"\ntshark {subprocess.run([tool('tshark'), '-v'], capture_output=True, text=True).stdout.split()[2]}: "
+          f"{len(clean)} of {len(ours)} requests decoded without an expert flag, all equal in kprotocol; "
+          f"only kprotocol decodes {sum(only_ours.values())}: " + ", ".join(f"{k}: {n}" for k, n in only_ours.most_common()))

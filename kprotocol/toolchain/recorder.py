@@ -26,6 +26,7 @@ class Recording:
 
     client: bytearray = field(default_factory=bytearray)
     server: bytearray = field(default_factory=bytearray)
+    peer: tuple[str, int] = ("", 0)  # the client's address
 
 
 class RecordingProxy:
@@ -43,7 +44,7 @@ class RecordingProxy:
     def _accept(self) -> None:
         while not self._stopping.is_set():
             try:
-                client, _ = self.listener.accept()
+                client, peer = self.listener.accept()
             except OSError:
                 return
             try:
@@ -52,7 +53,7 @@ class RecordingProxy:
                 client.close()
                 continue
             server.settimeout(None)
-            recording = Recording()
+            recording = Recording(peer=peer[:2])
             self.connections.append(recording)
             self._sockets += [client, server]
             for source, target, sink in ((client, server, recording.client), (server, client, recording.server)):
@@ -64,8 +65,8 @@ class RecordingProxy:
     def _pump(source: socket.socket, target: socket.socket, sink: bytearray) -> None:
         try:
             while chunk := source.recv(1 << 16):
-                sink += chunk
                 target.sendall(chunk)
+                sink += chunk  # only what was passed on
         except OSError:
             pass
         finally:

@@ -1,0 +1,204 @@
+"""`decode_capture`: a pcap/pcapng file to paired Kafka exchanges, streamed in bounded memory.
+
+    result = decode_capture("x.pcapng", ports=(9092,))
+    for exchange in result:        # ordered by connection (first packet), then request order
+        exchange.to_json()
+    result.orphans, result.problems  # complete once iteration has ended
+
+Exchanges of the connection that started first are yielded as they complete; those of later
+connections wait until every earlier connection has ended, in memory up to `SPILL_AFTER` per
+connection and in a temporary file beyond that, so memory does not grow with the capture.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any, BinaryIO
+
+from kprotocol.capture.exchanges import Connection, Exchange, Orphan, StreamProblem
+from kprotocol.capture.files import CaptureError, read_packets
+from kprotocol.capture.segments import FLAG_SYN, SegmentProblem, TcpSegment, tcp_segments
+
+DEFAULT_PORTS = (9092,)
+SPILL_AFTER = 512
+ACK = 0x10
+DETECT_APIS = (18, 3)  # ApiVersions, Metadata: what every client sends first
+
+Key = tuple[str, int, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PacketProblem:
+    """A packet or a stretch of the file that could not be read."""
+
+    packet: int | None
+    reason: str
+    offset: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"packet": self.packet, "offset": self.offset, "reason": self.reason}
+
+
+Problem = PacketProblem | StreamProblem
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Exchanges of a connection that is not first in line yet."""
+
+    connection: Connection
+    held: list[Exchange] = field(default_factory=list)
+    spill: IO[bytes] | None = None
+    confirmed: bool = True  # with detection: the connection proved to carry Kafka
+
+    def hold(self, exchanges: list[Exchange]) -> None:
+        self.held += exchanges
+        if len(self.held) > SPILL_AFTER:
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile()
+            for exchange in self.held:
+                pickle.dump(exchange, self.spill, pickle.HIGHEST_PROTOCOL)
+            self.held.clear()
+
+    def release(self) -> Iterator[Exchange]:
+        if self.spill is not None:
+            self.spill.seek(0)
+            while True:
+                try:
+                    yield pickle.load(self.spill)
+                except EOFError:
+                    break
+            self.spill.close()
+            self.spill = None
+        yield from self.held
+        self.held.clear()
+
+
+class CaptureDecode:
+    """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes."""
+
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO, ports: Iterable[int] = DEFAULT_PORTS,
+                 detect: bool = False) -> None:
+        self.source = source
+        self.ports = frozenset(ports)
+        self.detect = detect
+        self.orphans: list[Orphan] = []
+        self.problems: list[Problem] = []
+        self.packets = 0
+        self.connections = 0
+
+    def __iter__(self) -> Iterator[Exchange]:
+        if isinstance(self.source, (str, os.PathLike)):
+            with open(self.source, "rb", buffering=1 << 20) as stream:
+                yield from self._decode(stream)
+        else:
+            yield from self._decode(self.source)
+
+    def _decode(self, stream: BinaryIO) -> Iterator[Exchange]:
+        table: dict[Key, _Pending] = {}   # both orientations of each open connection's key
+        ended: set[Key] = set()
+        line: deque[_Pending] = deque()   # connections in first-packet order
+        for item in tcp_segments(self._packets(stream)):
+            if isinstance(item, SegmentProblem):
+                self.problems.append(PacketProblem(item.number, item.message))
+                continue
+            key = (item.src, item.sport, item.dst, item.dport)
+            pending = table.get(key)
+            if pending is None:
+                if key in ended and not _opens(item):
+                    continue
+                pending = self._open(item, key)
+                if pending is None:
+                    continue
+                back = (item.dst, item.dport, item.src, item.sport)
+                table[key] = table[back] = pending
+                ended.discard(key)
+                ended.discard(back)
+                line.append(pending)
+            connection = pending.connection
+            self._collect(pending, connection.segment(item))
+            if connection.closed:
+                self._collect(pending, connection.finish())
+                client, server = connection.client, connection.server
+                for k in ((*client, *server), (*server, *client)):
+                    table.pop(k, None)
+                    ended.add(k)
+            yield from self._flush(line)
+        for pending in line:
+            if not pending.connection.closed:
+                pending.connection.closed = True
+                self._collect(pending, pending.connection.finish())
+        yield from self._flush(line)
+
+    def _packets(self, stream: BinaryIO) -> Iterator[Any]:
+        try:
+            for packet in read_packets(stream):
+                self.packets += 1
+                yield packet
+        except CaptureError as exc:
+            self.problems.append(PacketProblem(None, str(exc), exc.offset))
+
+    def _open(self, segment: TcpSegment, key: Key) -> _Pending | None:
+        syn = _opens(segment)
+        if syn or segment.dport in self.ports:
+            client, server = (segment.src, segment.sport), (segment.dst, segment.dport)
+        elif segment.sport in self.ports:
+            client, server = (segment.dst, segment.dport), (segment.src, segment.sport)
+        elif self.detect and segment.flags & FLAG_SYN:  # a SYN-ACK: the sender is the server
+            client, server = (segment.dst, segment.dport), (segment.src, segment.sport)
+        else:
+            return None
+        if server[1] not in self.ports and not self.detect:
+            return None
+        self.connections += 1
+        pending = _Pending(Connection(client, server, segment.number, synced=bool(segment.flags & FLAG_SYN)))
+        pending.confirmed = server[1] in self.ports
+        return pending
+
+    def _collect(self, pending: _Pending, exchanges: list[Exchange]) -> None:
+        if not pending.confirmed and exchanges:
+            first = exchanges[0]
+            if first.api_key in DETECT_APIS and first.request is not None and first.response is not None:
+                pending.confirmed = True
+            else:
+                pending.connection.closed = True  # not Kafka: stop decoding it
+                pending.connection.problems.clear()
+                pending.connection.orphans.clear()
+                pending.held.clear()
+                return
+        pending.hold(exchanges)
+
+    def _flush(self, line: deque[_Pending]) -> Iterator[Exchange]:
+        while line:
+            head = line[0]
+            if head.confirmed:
+                yield from head.release()
+            if not head.connection.closed:
+                return
+            line.popleft()
+            if head.confirmed or head.held:
+                self.orphans += head.connection.orphans
+                self.problems += head.connection.problems
+
+
+def _opens(segment: TcpSegment) -> bool:
+    """A SYN without ACK: the client opening a connection."""
+    return bool(segment.flags & FLAG_SYN) and not segment.flags & ACK
+
+
+def decode_capture(source: str | os.PathLike[str] | BinaryIO, ports: Iterable[int] = DEFAULT_PORTS,
+                   *, detect: bool = False) -> CaptureDecode:
+    """The Kafka exchanges of a capture file (a path or a binary file object).
+
+    `ports` are the broker ports carrying Kafka; with `detect=True`, connections on any other port
+    whose SYN was captured are decoded too when their first exchange is a valid ApiVersions or
+    Metadata request with its response."""
+    return CaptureDecode(source, ports, detect)
+
+
+__all__ = ["CaptureDecode", "PacketProblem", "decode_capture"]

@@ -1,0 +1,380 @@
+"""One Kafka connection of a capture, sans-IO: TCP segments in, paired request/response exchanges out.
+
+Each direction is reassembled (`reassembly`), framed (`framer`) and decoded with the generated
+codec (`kprotocol.framing`). Responses are paired with requests by correlation id. A broker answers
+the requests of one connection in order, so when a response arrives every earlier request still
+waiting is known to have lost its response.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from kprotocol.capture.framer import INVALID, MORE, VALID, Framer, Frame, Lost
+from kprotocol.capture.reassembly import Direction, StreamChunk
+from kprotocol.capture.segments import FLAG_FIN, FLAG_RST, TcpSegment
+from kprotocol.errors import DecodeError
+from kprotocol.framing import decode_request, decode_response, request_header_version, response_header_version
+from kprotocol.group_payloads import Protocol, annotate, protocol_of
+from kprotocol.records.summary import records_summary
+from kprotocol.registry import api_classes
+from kprotocol.runtime.struct import Message
+
+PRODUCE, JOIN_GROUP, SYNC_GROUP = 0, 11, 14
+REQUEST_HEAD = struct.Struct(">ihhi")    # size, api key, api version, correlation id
+RESPONSE_HEAD = struct.Struct(">ii")     # size, correlation id
+ACKS_0, REQUEST_INCOMPLETE, LOST_IN_GAP, NOT_CAPTURED = (
+    "acks=0", "request incomplete", "lost: gap in the server stream", "not captured")
+
+
+def endpoint(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _versions(api_key: int) -> tuple[int, int] | None:
+    try:
+        return api_classes(api_key)[0].valid_versions
+    except KeyError:
+        return None
+
+
+def _client_id(data: bytes, api_key: int, api_version: int) -> str | None:
+    """The client id of a request header (a nullable int16-length string after the correlation id)."""
+    try:
+        if request_header_version(api_key, api_version) == 0 or len(data) < 14:
+            return None
+    except KeyError:
+        return None
+    (length,) = struct.unpack_from(">h", data, 12)
+    if length < 0 or len(data) < 14 + length:
+        return None
+    return data[14:14 + length].decode("utf-8", "replace")
+
+
+@dataclass(slots=True)
+class Exchange:
+    """A request and its response (when captured), with where and when they were seen."""
+
+    conn: str
+    correlation_id: int
+    api_key: int
+    api_version: int
+    client_id: str | None
+    request_frame: Frame
+    request: Message | None = None
+    request_error: str | None = None
+    response_frame: Frame | None = None
+    response: Message | None = None
+    response_error: str | None = None
+    no_response: str | None = None
+    protocol: Protocol = (None, None)
+    server_gap: bool = False   # the server stream lost bytes while this request waited
+
+    @property
+    def done(self) -> bool:
+        return self.response_frame is not None or self.no_response is not None
+
+    @property
+    def api_name(self) -> str | None:
+        try:
+            return api_classes(self.api_key)[0].__name__.removesuffix("Request")
+        except KeyError:
+            return None
+
+    def group_ids(self) -> set[str]:
+        """The groups this exchange is about, from the request body."""
+        request, out = self.request, set()
+        if request is None:
+            return out
+        for name in ("group_id", "groups", "group_ids", "coordinator_keys"):
+            value = getattr(request, name, None)
+            if isinstance(value, str):
+                out.add(value)
+            elif isinstance(value, (list, tuple)):
+                out.update(v if isinstance(v, str) else getattr(v, "group_id", None) for v in value)
+        if self.api_key == 10 and getattr(request, "key_type", 0) == 0 and getattr(request, "key", None):
+            out.add(request.key)  # type: ignore[attr-defined]
+        out.discard(None)  # type: ignore[arg-type]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        request = self.request_frame
+        doc: dict[str, Any] = {"conn": self.conn, "correlationId": self.correlation_id, "apiKey": self.api_key,
+                               "apiVersion": self.api_version}
+        name = self.api_name
+        if name is not None:
+            doc["apiName"] = name
+        doc["clientId"] = self.client_id
+        try:
+            doc["requestHeaderVersion"] = request_header_version(self.api_key, self.api_version)
+            doc["responseHeaderVersion"] = response_header_version(self.api_key, self.api_version)
+        except KeyError:
+            pass
+        batches: list[dict[str, Any]] = []
+        doc["request"] = self._body(self.request, "/request", batches)
+        if self.response_frame is not None:
+            doc["response"] = self._body(self.response, "/response", batches)
+        _frame_keys(doc, "request", request)
+        if self.request_error is not None:
+            doc["requestError"] = self.request_error
+            doc["requestHex"] = request.data.hex()
+        if self.response_frame is not None:
+            _frame_keys(doc, "response", self.response_frame)
+            if self.response_error is not None:
+                doc["responseError"] = self.response_error
+                doc["responseHex"] = self.response_frame.data.hex()
+        if self.no_response is not None:
+            doc["noResponse"] = True
+            doc["noResponseReason"] = self.no_response
+        if batches:
+            doc["recordBatches"] = batches
+        return doc
+
+    def _body(self, message: Message | None, path: str, batches: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if message is None:
+            return None
+        body = annotate(message.to_json(self.api_version), message, self.protocol)
+        _records(message, body, path, batches)
+        return body
+
+
+def _frame_keys(doc: dict[str, Any], side: str, frame: Frame) -> None:
+    doc[f"{side}Frames"] = [frame.first, frame.last]
+    doc[f"{side}Time"] = round(frame.time, 6)
+    doc[f"{side}Size"] = frame.size
+    if frame.gap:
+        doc[f"{side}Gap"] = True
+    if frame.truncated:
+        doc[f"{side}Truncated"] = True
+    if frame.after_resync:
+        doc[f"{side}AfterResync"] = True
+
+
+def _records(obj: Message, doc: dict[str, Any], path: str, out: list[dict[str, Any]]) -> None:
+    """Summaries of every non-null records field under `obj`, with JSON pointers into the exchange."""
+    for spec, value in zip(obj._spec, obj):
+        if value is None or spec.json_name not in doc:
+            continue
+        here = f"{path}/{spec.json_name}"
+        if spec.type == "records":
+            out.append({"path": here, **records_summary(value)})
+        elif spec.type == "struct":
+            _records(value, doc[spec.json_name], here, out)
+        elif spec.type == "array" and spec.element == "struct":
+            for index, (item, item_doc) in enumerate(zip(value, doc[spec.json_name])):
+                _records(item, item_doc, f"{here}/{index}", out)
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A response whose request was not captured."""
+
+    conn: str
+    correlation_id: int | None
+    frame: Frame
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"conn": self.conn, "correlationId": self.correlation_id}
+        _frame_keys(doc, "response", self.frame)
+        doc["responseHex"] = self.frame.data[:64].hex()
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class StreamProblem:
+    """Bytes of one direction that were never captured or could not be framed."""
+
+    conn: str
+    direction: str
+    offset: int
+    length: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conn": self.conn, "direction": self.direction, "offset": self.offset, "length": self.length,
+                "reason": self.reason}
+
+
+class Connection:
+    """Both directions of one TCP connection, from the client's and the server's side.
+
+    `synced`: the SYN was captured, so both streams start at a frame boundary; otherwise the
+    framers resynchronise by validation first."""
+
+    def __init__(self, client: tuple[str, int], server: tuple[str, int], first_packet: int, synced: bool) -> None:
+        self.client, self.server, self.first_packet = client, server, first_packet
+        self.name = f"{endpoint(*client)}->{endpoint(*server)}"
+        self.up, self.down = Direction(), Direction()
+        self.requests = Framer(self._valid_request, synced)
+        self.responses = Framer(self._valid_response, synced)
+        self.inflight: dict[int, Exchange] = {}
+        self.queue: deque[Exchange] = deque()   # requests in order, until complete
+        self.groups: dict[str, Protocol] = {}
+        self.orphans: list[Orphan] = []
+        self.problems: list[StreamProblem] = []
+        self.fins = 0
+        self.closed = False
+
+    # -------------------------------------------------------------- segments in, exchanges out
+
+    def segment(self, segment: TcpSegment) -> list[Exchange]:
+        """Feed one segment of this connection; return the exchanges now complete, in request order."""
+        if (segment.src, segment.sport) == self.client:
+            for event in self.up.segment(segment):
+                self._request_events(self.requests.chunk(event) if isinstance(event, StreamChunk)
+                                     else self._gap("request", self.requests, event))
+        else:
+            for event in self.down.segment(segment):
+                self._response_events(self.responses.chunk(event) if isinstance(event, StreamChunk)
+                                      else self._gap("response", self.responses, event))
+        if segment.flags & FLAG_RST:
+            self.closed = True
+        elif segment.flags & FLAG_FIN:
+            self.fins += 1
+            self.closed = self.fins >= 2
+        return self._ready()
+
+    def finish(self) -> list[Exchange]:
+        """The connection closed or the capture ended: settle every request still waiting."""
+        for event in self.up.finish():
+            self._request_events(self.requests.chunk(event) if isinstance(event, StreamChunk)
+                                 else self._gap("request", self.requests, event))
+        self._request_events(self.requests.finish())
+        for event in self.down.finish():
+            self._response_events(self.responses.chunk(event) if isinstance(event, StreamChunk)
+                                  else self._gap("response", self.responses, event))
+        self._response_events(self.responses.finish())
+        for exchange in self.queue:
+            if not exchange.done:
+                exchange.no_response = self._why_no_response(exchange)
+        self.inflight.clear()
+        return self._ready()
+
+    def _gap(self, direction: str, framer: Framer, gap: Any) -> list[Frame | Lost]:
+        self.problems.append(StreamProblem(self.name, direction, gap.offset, gap.length, "not captured (a gap)"))
+        return framer.gap(gap)
+
+    def _ready(self) -> list[Exchange]:
+        out = []
+        while self.queue and self.queue[0].done:
+            out.append(self.queue.popleft())
+        return out
+
+    @staticmethod
+    def _why_no_response(exchange: Exchange) -> str:
+        if exchange.request_frame.gap or exchange.request_frame.truncated:
+            return REQUEST_INCOMPLETE
+        return LOST_IN_GAP if exchange.server_gap else NOT_CAPTURED
+
+    # -------------------------------------------------------------- requests
+
+    def _request_events(self, events: list[Frame | Lost]) -> None:
+        for event in events:
+            if isinstance(event, Lost):
+                self.problems.append(StreamProblem(self.name, "request", event.offset, event.length, event.reason))
+            else:
+                self._request(event)
+
+    def _request(self, frame: Frame) -> None:
+        data = frame.data
+        if len(data) < 12:
+            self.problems.append(StreamProblem(self.name, "request", frame.offset, len(data),
+                                               "request frame too short for its header"))
+            return
+        _, api_key, api_version, correlation_id = REQUEST_HEAD.unpack_from(data)
+        exchange = Exchange(self.name, correlation_id, api_key, api_version,
+                            _client_id(data, api_key, api_version), frame)
+        if not (frame.gap or frame.truncated):
+            try:
+                _, exchange.request = decode_request(data)
+            except DecodeError as exc:
+                exchange.request_error = f"{type(exc).__name__}: {exc}"
+        message = exchange.request
+        if message is not None and api_key in (JOIN_GROUP, SYNC_GROUP) and getattr(message, "group_id", None):
+            exchange.protocol = protocol_of(message, self.groups.get(message.group_id, (None, None)))  # type: ignore[attr-defined]
+            self.groups[message.group_id] = exchange.protocol  # type: ignore[attr-defined]
+        if message is not None and api_key == PRODUCE and message.acks == 0:  # type: ignore[attr-defined]
+            exchange.no_response = ACKS_0
+        else:
+            self.inflight[correlation_id] = exchange
+        self.queue.append(exchange)
+
+    def _valid_request(self, buf: bytearray, pos: int) -> int:
+        if len(buf) - pos < 12:
+            return MORE
+        size, api_key, api_version, _ = REQUEST_HEAD.unpack_from(buf, pos)
+        versions = _versions(api_key)
+        if size < 8 or size > self.requests.max_frame or versions is None or not (
+                versions[0] <= api_version <= versions[1]):
+            return INVALID
+        if len(buf) - pos < 4 + size:
+            return MORE
+        try:
+            decode_request(bytes(buf[pos:pos + 4 + size]))
+        except DecodeError:
+            return INVALID
+        return VALID
+
+    # -------------------------------------------------------------- responses
+
+    def _response_events(self, events: list[Frame | Lost]) -> None:
+        for event in events:
+            if isinstance(event, Lost):
+                self.problems.append(StreamProblem(self.name, "response", event.offset, event.length, event.reason))
+                self._server_lost()
+            else:
+                self._response(event)
+
+    def _server_lost(self) -> None:
+        for exchange in self.inflight.values():
+            exchange.server_gap = True
+
+    def _response(self, frame: Frame) -> None:
+        if len(frame.data) < 8:
+            self._server_lost()
+            return
+        (_, correlation_id) = RESPONSE_HEAD.unpack_from(frame.data)
+        exchange = self.inflight.pop(correlation_id, None)
+        if exchange is None:
+            self.orphans.append(Orphan(self.name, correlation_id, frame))
+            return
+        exchange.response_frame = frame
+        if not (frame.gap or frame.truncated):
+            try:
+                _, exchange.response = decode_response(frame.data, exchange.api_key, exchange.api_version)
+            except (DecodeError, KeyError) as exc:
+                exchange.response_error = f"{type(exc).__name__}: {exc}"
+        if exchange.response is not None and exchange.api_key in (JOIN_GROUP, SYNC_GROUP):
+            group_id = getattr(exchange.request, "group_id", None)
+            if group_id:
+                exchange.protocol = protocol_of(exchange.response, self.groups.get(group_id, exchange.protocol))
+                self.groups[group_id] = exchange.protocol
+        for earlier in self.queue:  # a broker answers in order: earlier requests lost their responses
+            if earlier is exchange:
+                break
+            if not earlier.done:
+                earlier.no_response = self._why_no_response(earlier)
+                self.inflight.pop(earlier.correlation_id, None)
+
+    def _valid_response(self, buf: bytearray, pos: int) -> int:
+        if not self.inflight:
+            return INVALID
+        if len(buf) - pos < 8:
+            return MORE
+        size, correlation_id = RESPONSE_HEAD.unpack_from(buf, pos)
+        exchange = self.inflight.get(correlation_id)
+        if exchange is None or size < 4 or size > self.responses.max_frame:
+            return INVALID
+        if len(buf) - pos < 4 + size:
+            return MORE
+        try:
+            decode_response(bytes(buf[pos:pos + 4 + size]), exchange.api_key, exchange.api_version)
+        except (DecodeError, KeyError):
+            return INVALID
+        return VALID
+
+
+__all__ = ["Connection", "Exchange", "Orphan", "StreamProblem", "endpoint"]
