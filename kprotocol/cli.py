@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "kprotocol.assignor.cli",
     "kprotocol.toolchain.cli",
     "kprotocol.pipeline.cli",
+    "kprotocol.capture.cli",
     "compat.gateway.cli",
 )
 
@@ -33,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+USER_ERROR = 2  # as argparse: the command could not run on what it was given
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -40,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:  # a user mistake: one line
+        reason = exc.strerror if exc.filename else str(exc)
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"kprotocol: error: {where}{reason}\n")
+        return USER_ERROR
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from kprotocol.capture.segments import FLAG_SYN, SegmentProblem, TcpSegment, tcp
 
 DEFAULT_PORTS = (9092,)
 SPILL_AFTER = 512
+CLOSE_AFTER = 64  # packets to wait after a close for late (reordered) segments of the connection
 ACK = 0x10
 DETECT_APIS = (18, 3)  # ApiVersions, Metadata: what every client sends first
 
@@ -55,6 +56,9 @@ class _Pending:
     held: list[Exchange] = field(default_factory=list)
     spill: IO[bytes] | None = None
     confirmed: bool = True  # with detection: the connection proved to carry Kafka
+    closed_at: int | None = None  # the packet that closed it
+    finished: bool = False
+    rejected: bool = False  # with detection: its first exchange was not Kafka
 
     def hold(self, exchanges: list[Exchange]) -> None:
         self.held += exchanges
@@ -100,9 +104,10 @@ class CaptureDecode:
             yield from self._decode(self.source)
 
     def _decode(self, stream: BinaryIO) -> Iterator[Exchange]:
-        table: dict[Key, _Pending] = {}   # both orientations of each open connection's key
+        table: dict[Key, _Pending] = {}     # both orientations of each open connection's key
         ended: set[Key] = set()
-        line: deque[_Pending] = deque()   # connections in first-packet order
+        line: deque[_Pending] = deque()     # connections in first-packet order
+        closing: deque[_Pending] = deque()  # closed (FIN both ways, or RST), finished a little later
         for item in tcp_segments(self._packets(stream)):
             if isinstance(item, SegmentProblem):
                 self.problems.append(PacketProblem(item.number, item.message))
@@ -112,38 +117,47 @@ class CaptureDecode:
             if pending is None:
                 if key in ended and not _opens(item):
                     continue
-                pending = self._open(item, key)
+                pending = self._open(item)
                 if pending is None:
                     continue
-                back = (item.dst, item.dport, item.src, item.sport)
-                table[key] = table[back] = pending
-                ended.discard(key)
-                ended.discard(back)
+                table[key] = table[(item.dst, item.dport, item.src, item.sport)] = pending
                 line.append(pending)
-            connection = pending.connection
-            self._collect(pending, connection.segment(item))
-            if connection.closed:
-                self._collect(pending, connection.finish())
-                client, server = connection.client, connection.server
-                for k in ((*client, *server), (*server, *client)):
-                    table.pop(k, None)
+            if not pending.rejected:
+                self._collect(pending, pending.connection.segment(item))
+            if pending.connection.closed and pending.closed_at is None:
+                pending.closed_at = item.number
+                closing.append(pending)
+            while closing and closing[0].closed_at + CLOSE_AFTER <= item.number:  # type: ignore[operator]
+                done = closing.popleft()
+                self._finish(done)
+                for k in ((*done.connection.client, *done.connection.server),
+                          (*done.connection.server, *done.connection.client)):
+                    if table.get(k) is done:
+                        del table[k]
                     ended.add(k)
             yield from self._flush(line)
         for pending in line:
-            if not pending.connection.closed:
-                pending.connection.closed = True
-                self._collect(pending, pending.connection.finish())
+            self._finish(pending)
         yield from self._flush(line)
 
+    def _finish(self, pending: _Pending) -> None:
+        if not pending.finished:
+            pending.finished = True
+            pending.connection.closed = True
+            if not pending.rejected:
+                self._collect(pending, pending.connection.finish())
+
     def _packets(self, stream: BinaryIO) -> Iterator[Any]:
+        damage: list[CaptureError] = []
         try:
-            for packet in read_packets(stream):
+            for packet in read_packets(stream, damage):
                 self.packets += 1
                 yield packet
         except CaptureError as exc:
-            self.problems.append(PacketProblem(None, str(exc), exc.offset))
+            damage.append(exc)
+        self.problems += (PacketProblem(None, str(exc), exc.offset) for exc in damage)
 
-    def _open(self, segment: TcpSegment, key: Key) -> _Pending | None:
+    def _open(self, segment: TcpSegment) -> _Pending | None:
         syn = _opens(segment)
         if syn or segment.dport in self.ports:
             client, server = (segment.src, segment.sport), (segment.dst, segment.dport)
@@ -166,9 +180,8 @@ class CaptureDecode:
             if first.api_key in DETECT_APIS and first.request is not None and first.response is not None:
                 pending.confirmed = True
             else:
-                pending.connection.closed = True  # not Kafka: stop decoding it
-                pending.connection.problems.clear()
-                pending.connection.orphans.clear()
+                pending.rejected = True  # not Kafka: stop decoding it
+                pending.connection.closed = True
                 pending.held.clear()
                 return
         pending.hold(exchanges)
@@ -178,10 +191,10 @@ class CaptureDecode:
             head = line[0]
             if head.confirmed:
                 yield from head.release()
-            if not head.connection.closed:
+            if not head.finished:
                 return
             line.popleft()
-            if head.confirmed or head.held:
+            if head.confirmed:
                 self.orphans += head.connection.orphans
                 self.problems += head.connection.problems
 

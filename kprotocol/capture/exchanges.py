@@ -26,6 +26,7 @@ from kprotocol.runtime.struct import Message
 PRODUCE, JOIN_GROUP, SYNC_GROUP = 0, 11, 14
 REQUEST_HEAD = struct.Struct(">ihhi")    # size, api key, api version, correlation id
 RESPONSE_HEAD = struct.Struct(">ii")     # size, correlation id
+MAX_EARLY = 64  # responses kept waiting for a request captured after them (packets out of order)
 ACKS_0, REQUEST_INCOMPLETE, LOST_IN_GAP, NOT_CAPTURED = (
     "acks=0", "request incomplete", "lost: gap in the server stream", "not captured")
 
@@ -213,6 +214,7 @@ class Connection:
         self.inflight: dict[int, Exchange] = {}
         self.queue: deque[Exchange] = deque()   # requests in order, until complete
         self.groups: dict[str, Protocol] = {}
+        self.early: dict[int, Frame] = {}       # responses captured before their request
         self.orphans: list[Orphan] = []
         self.problems: list[StreamProblem] = []
         self.fins = 0
@@ -251,6 +253,8 @@ class Connection:
             if not exchange.done:
                 exchange.no_response = self._why_no_response(exchange)
         self.inflight.clear()
+        self.orphans += (Orphan(self.name, correlation_id, frame) for correlation_id, frame in self.early.items())
+        self.early.clear()
         return self._ready()
 
     def _gap(self, direction: str, framer: Framer, gap: Any) -> list[Frame | Lost]:
@@ -301,6 +305,9 @@ class Connection:
         else:
             self.inflight[correlation_id] = exchange
         self.queue.append(exchange)
+        early = self.early.pop(correlation_id, None)
+        if early is not None:
+            self._response(early)
 
     def _valid_request(self, buf: bytearray, pos: int) -> int:
         if len(buf) - pos < 12:
@@ -339,7 +346,10 @@ class Connection:
         (_, correlation_id) = RESPONSE_HEAD.unpack_from(frame.data)
         exchange = self.inflight.pop(correlation_id, None)
         if exchange is None:
-            self.orphans.append(Orphan(self.name, correlation_id, frame))
+            if len(self.early) < MAX_EARLY and correlation_id not in self.early:
+                self.early[correlation_id] = frame  # its request may come in a later packet
+            else:
+                self.orphans.append(Orphan(self.name, correlation_id, frame))
             return
         exchange.response_frame = frame
         if not (frame.gap or frame.truncated):

@@ -6,8 +6,13 @@
 pcap: both byte orders, microsecond and nanosecond timestamps. pcapng: section header blocks in
 either byte order (several sections), interface description blocks (link type, `if_tsresol`),
 enhanced and simple packet blocks; other blocks are skipped by their length. Packets are numbered
-from 1 as Wireshark numbers them. A damaged block ends the file with a CaptureError that names its
-offset; every packet before it has been yielded.
+from 1 as Wireshark numbers them.
+
+Damage (a bad block or record length, a truncated file) raises a CaptureError that names its
+offset, after every packet before it has been yielded. With `problems=[]`, the error is appended
+there instead and reading resumes at the next plausible block or record of a seekable file (a
+pcapng block whose trailing length matches its leading one; a pcap record header whose lengths
+fit and whose time is within a day of the last packet's), so packets after the damage are kept.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ BYTE_ORDER_MAGIC = 0x1A2B3C4D
 IDB, SPB, EPB, OLD_PACKET = 1, 3, 6, 2
 MAX_BLOCK = 256 << 20  # larger than any packet a capture tool writes (snaplen is at most 256 KiB)
 TSRESOL = 9
+MAX_SCAN = 1 << 20  # how far past damage to look for the next block or record
 
 
 class CaptureError(DecodeError):
@@ -48,68 +54,142 @@ def _read(stream: BinaryIO, size: int, offset: int, what: str) -> bytes:
     return data
 
 
-def read_packets(stream: BinaryIO) -> Iterator[Packet]:
-    """Every packet of a pcap or pcapng stream."""
+def read_packets(stream: BinaryIO, problems: list[CaptureError] | None = None) -> Iterator[Packet]:
+    """Every packet of a pcap or pcapng stream (see the module docstring for `problems`)."""
     magic = stream.read(4)
     if len(magic) < 4:
         raise CaptureError("not a capture: fewer than 4 bytes", 0, "magic")
     if magic in PCAP_MAGIC:
-        yield from _pcap(stream, magic)
+        yield from _pcap(stream, magic, problems)
     elif struct.unpack("<I", magic)[0] == PCAPNG_SHB:
-        yield from _pcapng(stream, magic)
+        yield from _pcapng(stream, magic, problems)
     else:
         raise CaptureError(f"not a pcap or pcapng file (magic {magic.hex()})", 0, "magic")
 
 
-def _pcap(stream: BinaryIO, magic: bytes) -> Iterator[Packet]:
+def _resume(stream: BinaryIO, problems: list[CaptureError] | None, error: CaptureError) -> bool:
+    """Keep `error` and say whether to look for the next block, or raise it."""
+    if problems is None or not stream.seekable():
+        raise error
+    problems.append(error)
+    return True
+
+
+def _pcap(stream: BinaryIO, magic: bytes, problems: list[CaptureError] | None) -> Iterator[Packet]:
     order, unit = PCAP_MAGIC[magic]
     header = _read(stream, 20, 4, "pcap file header")
     _, _, _, _, snaplen, link_type = struct.unpack(order + "HHiIII", header)
     record = struct.Struct(order + "IIII")
-    offset, number = 24, 0
+    limit = min(MAX_BLOCK, max(snaplen, 65535))
+    offset, number, last_time = 24, 0, None
     while head := stream.read(16):
-        if len(head) < 16:
-            raise CaptureError(f"capture ends inside a packet header: {len(head)} of 16 bytes", offset, "packet")
-        seconds, fraction, captured, original = record.unpack(head)
-        if captured > MAX_BLOCK:
-            raise CaptureError(f"packet length {captured} exceeds {MAX_BLOCK} bytes", offset, "packet")
-        data = _read(stream, captured, offset + 16, "packet data")
+        try:
+            if len(head) < 16:
+                raise CaptureError(f"capture ends inside a packet header: {len(head)} of 16 bytes", offset, "packet")
+            seconds, fraction, captured, original = record.unpack(head)
+            if captured > limit:
+                raise CaptureError(f"packet length {captured} exceeds {limit} bytes", offset, "packet")
+            data = _read(stream, captured, offset + 16, "packet data")
+        except CaptureError as error:
+            _resume(stream, problems, error)
+            found = _next_record(stream, offset + 1, record, limit, last_time)
+            if found is None:
+                return
+            offset = found
+            continue
         number += 1
+        last_time = seconds
         yield Packet(number, seconds + fraction * unit, link_type & 0x0FFFFFFF, data, original)
         offset += 16 + captured
 
 
-def _pcapng(stream: BinaryIO, first: bytes) -> Iterator[Packet]:
+def _next_record(stream: BinaryIO, start: int, record: struct.Struct, limit: int,
+                 last_time: int | None) -> int | None:
+    """The offset of the next plausible pcap record header at or after `start` (the stream is left there)."""
+    def plausible(raw: bytes, pos: int) -> bool:
+        seconds, fraction, captured, original = record.unpack_from(raw, pos)
+        return (captured <= limit and captured <= original <= MAX_BLOCK and fraction < 1_000_000_000
+                and (last_time is None or abs(seconds - last_time) < 86400))
+
+    stream.seek(start)
+    window = stream.read(MAX_SCAN)
+    for pos in range(0, max(0, len(window) - 15)):
+        if not plausible(window, pos):
+            continue
+        (captured,) = struct.unpack_from(record.format[0] + "I", window, pos + 8)
+        follower = pos + 16 + captured
+        if follower == len(window) or (follower + 16 <= len(window) and plausible(window, follower)):
+            stream.seek(start + pos)
+            return start + pos
+    return None
+
+
+def _pcapng(stream: BinaryIO, first: bytes, problems: list[CaptureError] | None) -> Iterator[Packet]:
     offset, number = 0, 0
     order = "<"
     interfaces: list[tuple[int, float]] = []  # (link type, seconds per timestamp unit), per section
     block_type_raw = first
     while block_type_raw:
-        if len(block_type_raw) < 4:
-            raise CaptureError("capture ends inside a block type", offset, "block")
-        length_raw = _read(stream, 4, offset + 4, "block length")
-        if struct.unpack("<I", block_type_raw)[0] == PCAPNG_SHB:  # a new section: its own byte order
-            bom = _read(stream, 4, offset + 8, "byte-order magic")
-            order = "<" if struct.unpack("<I", bom)[0] == BYTE_ORDER_MAGIC else ">"
-            if struct.unpack(order + "I", bom)[0] != BYTE_ORDER_MAGIC:
-                raise CaptureError("section header with a bad byte-order magic", offset + 8, "section")
-            (length,) = struct.unpack(order + "I", length_raw)
-            _check_length(length, offset, 28)
-            _read(stream, length - 12, offset + 12, "section header")
-            interfaces = []
-        else:
-            (block_type,) = struct.unpack(order + "I", block_type_raw)
-            (length,) = struct.unpack(order + "I", length_raw)
-            _check_length(length, offset, 12)
-            body = _read(stream, length - 12, offset + 8, "block body")
-            _read(stream, 4, offset + length - 4, "block trailer")
-            packet = _block(block_type, body, order, offset, interfaces)
-            if packet is not None:
-                link_type, time, data, original = packet
-                number += 1
-                yield Packet(number, time, link_type, data, original)
+        try:
+            block = _pcapng_block(stream, block_type_raw, offset, order, interfaces)
+        except CaptureError as error:
+            _resume(stream, problems, error)
+            found = _next_block(stream, offset + 4, order)
+            if found is None:
+                return
+            offset = found
+            block_type_raw = stream.read(4)
+            continue
+        length, order, packet = block
+        if packet is not None:
+            link_type, time, data, original = packet
+            number += 1
+            yield Packet(number, time, link_type, data, original)
         offset += length
         block_type_raw = stream.read(4)
+
+
+def _next_block(stream: BinaryIO, start: int, order: str) -> int | None:
+    """The offset of the next 4-aligned block whose trailing length matches its leading one."""
+    start += -start % 4
+    stream.seek(start)
+    window = stream.read(MAX_SCAN)
+    for pos in range(0, len(window) - 11, 4):
+        block_type, length = struct.unpack_from(order + "II", window, pos)
+        if block_type not in (EPB, SPB, IDB, OLD_PACKET, PCAPNG_SHB) or length < 12 or length % 4 or length > MAX_BLOCK:
+            continue
+        stream.seek(start + pos + length - 4)
+        trailer = stream.read(4)
+        if len(trailer) == 4 and struct.unpack(order + "I", trailer)[0] == length:
+            stream.seek(start + pos)
+            return start + pos
+    return None
+
+
+def _pcapng_block(stream: BinaryIO, block_type_raw: bytes, offset: int, order: str,
+                  interfaces: list[tuple[int, float]]) -> tuple[int, str, tuple[int, float, bytes, int] | None]:
+    """Read the rest of one block: (its length, the byte order from here, its packet if any)."""
+    packet = None
+    if len(block_type_raw) < 4:
+        raise CaptureError("capture ends inside a block type", offset, "block")
+    length_raw = _read(stream, 4, offset + 4, "block length")
+    if struct.unpack("<I", block_type_raw)[0] == PCAPNG_SHB:  # a new section: its own byte order
+        bom = _read(stream, 4, offset + 8, "byte-order magic")
+        order = "<" if struct.unpack("<I", bom)[0] == BYTE_ORDER_MAGIC else ">"
+        if struct.unpack(order + "I", bom)[0] != BYTE_ORDER_MAGIC:
+            raise CaptureError("section header with a bad byte-order magic", offset + 8, "section")
+        (length,) = struct.unpack(order + "I", length_raw)
+        _check_length(length, offset, 28)
+        _read(stream, length - 12, offset + 12, "section header")
+        interfaces.clear()
+    else:
+        (block_type,) = struct.unpack(order + "I", block_type_raw)
+        (length,) = struct.unpack(order + "I", length_raw)
+        _check_length(length, offset, 12)
+        body = _read(stream, length - 12, offset + 8, "block body")
+        _read(stream, 4, offset + length - 4, "block trailer")
+        packet = _block(block_type, body, order, offset, interfaces)
+    return length, order, packet
 
 
 def _block(block_type: int, body: bytes, order: str, offset: int,

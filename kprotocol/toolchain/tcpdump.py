@@ -43,7 +43,7 @@ class Tcpdump:
         path = Path(path)
         expression = " or ".join(f"tcp port {port}" for port in ports)
         process = subprocess.Popen(
-            [tool("tcpdump"), "-i", interface, "-U", "-s", "0", "-w", str(path), "-Z", "root", expression],
+            [tool("tcpdump"), "-i", interface, "-U", "--immediate-mode", "-s", "0", "-w", str(path), "-Z", "root", expression],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         assert process.stderr is not None
@@ -57,7 +57,7 @@ class Tcpdump:
     def stop(self, timeout: float = 10.0) -> Path:
         """SIGINT tcpdump by its PID so it flushes and closes the file; the capture's path."""
         if self.process.poll() is None:
-            time.sleep(0.2)  # let the last packets reach the capture buffer
+            time.sleep(0.5)  # let the last packets reach the capture file
             os.kill(self.process.pid, signal.SIGINT)
             try:
                 self.process.wait(timeout)

@@ -1,0 +1,186 @@
+"""`kprotocol capture decode|summary FILE...`: Kafka exchanges out of pcap/pcapng captures.
+
+`decode` writes one JSON line per exchange (ordered by connection, then request order);
+`summary` prints a table per connection and API. Both report orphan responses and problems
+(gaps, unframed bytes, damaged packets) on stderr and exit 1 when there was any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_capture
+from kprotocol.capture.exchanges import Exchange
+from kprotocol.registry import api_classes
+from kprotocol.tools.jsontext import dumps
+
+
+def _ports(text: str) -> tuple[int, ...]:
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ports must be numbers separated by commas, not {text!r}") from None
+    if not ports or not all(0 < p < 65536 for p in ports):
+        raise argparse.ArgumentTypeError(f"ports must be in 1..65535: {text!r}")
+    return ports
+
+
+def _api(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    names = {}
+    for key in range(0, 200):
+        try:
+            names[api_classes(key)[0].__name__.removesuffix("Request").lower()] = key
+        except KeyError:
+            continue
+    key = names.get(text.lower().removesuffix("request").removesuffix("response"))
+    if key is None:
+        raise argparse.ArgumentTypeError(f"unknown API {text!r} (a name such as Produce or JoinGroup, or a key)")
+    return key
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    capture = subparsers.add_parser("capture", help="decode Kafka traffic in pcap/pcapng captures")
+    actions = capture.add_subparsers(dest="action", required=True)
+    decode = actions.add_parser("decode", help="one JSON line per request/response exchange")
+    summary = actions.add_parser("summary", help="a table per connection and API")
+    for parser in (decode, summary):
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a pcap or pcapng file")
+        parser.add_argument("--ports", type=_ports, default=DEFAULT_PORTS,
+                            help="broker ports carrying Kafka, comma-separated (default 9092)")
+        parser.add_argument("--detect", action="store_true",
+                            help="also decode connections on other ports that start with a valid "
+                                 "ApiVersions or Metadata exchange")
+    decode.add_argument("--api", type=_api, action="append", metavar="NAME|KEY", help="only this API (repeatable)")
+    decode.add_argument("--group", help="only exchanges about this group")
+    decode.add_argument("-c", "--count", type=int, metavar="N", help="stop after N exchanges")
+    decode.add_argument("--pretty", action="store_true", help="indented JSON")
+    summary.add_argument("--format", choices=["table", "json"], default="table")
+    decode.set_defaults(func=lambda args: run_decode(args, sys.stdout, sys.stderr))
+    summary.set_defaults(func=lambda args: run_summary(args, sys.stdout, sys.stderr))
+
+
+def _check_files(files: list[Path]) -> None:
+    for file in files:
+        if file.is_dir():
+            raise IsADirectoryError(f"{file} is a directory, not a capture file")
+        if not file.exists():
+            raise FileNotFoundError(f"{file}: no such file")
+
+
+def _report(file: Path, capture: CaptureDecode, err: TextIO) -> int:
+    for orphan in capture.orphans:
+        err.write(f"{file}: orphan response: {dumps(orphan.to_json())}\n")
+    for problem in capture.problems:
+        err.write(f"{file}: problem: {dumps(problem.to_json())}\n")
+    return 1 if capture.problems or capture.orphans else 0
+
+
+def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _check_files(args.files)
+    apis = set(args.api or ())
+    written, status = 0, 0
+    for file in args.files:
+        capture = decode_capture(file, args.ports, detect=args.detect)
+        for exchange in capture:
+            if apis and exchange.api_key not in apis:
+                continue
+            if args.group is not None and args.group not in exchange.group_ids():
+                continue
+            out.write(dumps(exchange.to_json(), indent=2 if args.pretty else None) + "\n")
+            written += 1
+            if args.count is not None and written >= args.count:
+                return status
+        status |= _report(file, capture, err)
+    return status
+
+
+@dataclass
+class _Row:
+    count: int = 0
+    versions: set[int] = field(default_factory=set)
+    errors: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    latencies: list[float] = field(default_factory=list)
+    request_bytes: int = 0
+    response_bytes: int = 0
+    no_response: int = 0
+
+
+def _error_codes(doc: Any, out: dict[int, int]) -> None:
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key == "errorCode" and isinstance(value, int) and value:
+                out[value] += 1
+            else:
+                _error_codes(value, out)
+    elif isinstance(doc, list):
+        for item in doc:
+            _error_codes(item, out)
+
+
+def _add(row: _Row, exchange: Exchange) -> None:
+    row.count += 1
+    row.versions.add(exchange.api_version)
+    row.request_bytes += exchange.request_frame.size + 4
+    if exchange.response_frame is not None:
+        row.response_bytes += exchange.response_frame.size + 4
+        row.latencies.append(exchange.response_frame.time - exchange.request_frame.time)
+    else:
+        row.no_response += 1
+    if exchange.response is not None:
+        _error_codes(exchange.response.to_json(exchange.api_version), row.errors)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _summary_json(file: Path, rows: dict[tuple[str, str], _Row], capture: CaptureDecode) -> dict[str, Any]:
+    return {"file": str(file), "packets": capture.packets, "connections": capture.connections,
+            "orphans": len(capture.orphans), "problems": len(capture.problems),
+            "rows": [{"conn": conn, "api": api, "count": r.count, "versions": sorted(r.versions),
+                      "errorCodes": {str(k): v for k, v in sorted(r.errors.items())},
+                      "latencyMs": {name: None if (v := _percentile(r.latencies, q)) is None else round(v * 1000, 3)
+                                    for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+                      "noResponse": r.no_response, "requestBytes": r.request_bytes,
+                      "responseBytes": r.response_bytes}
+                     for (conn, api), r in rows.items()]}
+
+
+def _table(doc: dict[str, Any]) -> str:
+    header = ["conn", "api", "count", "versions", "errors", "p50 ms", "p99 ms", "max ms", "no resp", "req B", "resp B"]
+    lines = [header]
+    for row in doc["rows"]:
+        lat = row["latencyMs"]
+        lines.append([row["conn"], row["api"], str(row["count"]), ",".join(map(str, row["versions"])),
+                      " ".join(f"{k}x{v}" for k, v in row["errorCodes"].items()) or "-",
+                      *("-" if lat[k] is None else f"{lat[k]:.3f}" for k in ("p50", "p99", "max")),
+                      str(row["noResponse"]), str(row["requestBytes"]), str(row["responseBytes"])])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = "\n".join("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+                     for line in lines)
+    return (f"{doc['file']}: {doc['packets']} packets, {doc['connections']} Kafka connections, "
+            f"{doc['orphans']} orphan responses, {doc['problems']} problems\n{text}\n")
+
+
+def run_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _check_files(args.files)
+    status = 0
+    for file in args.files:
+        capture = decode_capture(file, args.ports, detect=args.detect)
+        rows: dict[tuple[str, str], _Row] = defaultdict(_Row)
+        for exchange in capture:
+            _add(rows[(exchange.conn, exchange.api_name or str(exchange.api_key))], exchange)
+        doc = _summary_json(file, rows, capture)
+        out.write(dumps(doc) + "\n" if args.format == "json" else _table(doc))
+        status |= _report(file, capture, err)
+    return status
