@@ -576,8 +576,96 @@ static PyObject *configure(PyObject *mod, PyObject *fn) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ to_json
+ * to_json(obj, version, plans, build, special): Kafka's JSON shape of a generated struct.
+ * `plans` caches, per (type, version), a tuple of (index, key, code, tagged, default, kind)
+ * entries; `build(cls, version)` makes a missing one; `special(kind, value, version)` converts
+ * bytes, records, uuids and floats. Codes as in kprotocol.runtime.json_codec. */
+
+enum { J_PLAIN, J_STRUCT, J_STRUCT_ARRAY, J_PLAIN_ARRAY, J_SPECIAL_ARRAY, J_SPECIAL };
+
+static PyObject *json_struct(PyObject *obj, PyObject *version, PyObject *plans, PyObject *build, PyObject *special,
+                             int depth);
+
+static PyObject *json_plan(PyObject *obj, PyObject *version, PyObject *plans, PyObject *build) {
+    PyObject *key = PyTuple_Pack(2, (PyObject *)Py_TYPE(obj), version);
+    if (!key) return NULL;
+    PyObject *plan = PyDict_GetItemWithError(plans, key);
+    Py_DECREF(key);
+    if (plan) return Py_NewRef(plan);
+    if (PyErr_Occurred()) return NULL;
+    return PyObject_CallFunctionObjArgs(build, (PyObject *)Py_TYPE(obj), version, NULL);
+}
+
+static PyObject *json_struct(PyObject *obj, PyObject *version, PyObject *plans, PyObject *build, PyObject *special,
+                             int depth) {
+    if (depth > 64) { PyErr_SetString(PyExc_RecursionError, "structs nested too deeply"); return NULL; }
+    if (!PyTuple_Check(obj)) { PyErr_SetString(PyExc_TypeError, "to_json expects a generated struct"); return NULL; }
+    PyObject *plan = json_plan(obj, version, plans, build);
+    if (!plan) return NULL;
+    if (!PyTuple_Check(plan)) { Py_DECREF(plan); PyErr_SetString(PyExc_TypeError, "plan must be a tuple"); return NULL; }
+    PyObject *out = PyDict_New();
+    if (!out) { Py_DECREF(plan); return NULL; }
+    Py_ssize_t n = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(plan, i);
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+        PyObject *name = PyTuple_GET_ITEM(entry, 1);
+        long code = PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+        int tagged = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 3));
+        PyObject *kind = PyTuple_GET_ITEM(entry, 5);
+        if (index < 0 || index >= PyTuple_GET_SIZE(obj)) { PyErr_SetString(PyExc_IndexError, "field index"); goto fail; }
+        PyObject *value = PyTuple_GET_ITEM(obj, index);
+        if (tagged) {
+            int same = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(entry, 4), Py_EQ);
+            if (same < 0) goto fail;
+            if (same) continue;
+        }
+        PyObject *converted = NULL;
+        if (value == Py_None || code == J_PLAIN) {
+            converted = Py_NewRef(value);
+        } else if (code == J_STRUCT) {
+            converted = json_struct(value, version, plans, build, special, depth + 1);
+        } else if (code == J_SPECIAL) {
+            converted = PyObject_CallFunctionObjArgs(special, kind, value, version, NULL);
+        } else {
+            PyObject *seq = PySequence_Fast(value, "array field is not a sequence");
+            if (!seq) goto fail;
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+            converted = PyList_New(m);
+            for (Py_ssize_t j = 0; converted && j < m; j++) {
+                PyObject *item = PySequence_Fast_GET_ITEM(seq, j), *conv;
+                if (code == J_STRUCT_ARRAY) conv = json_struct(item, version, plans, build, special, depth + 1);
+                else if (code == J_PLAIN_ARRAY || item == Py_None) conv = Py_NewRef(item);
+                else conv = PyObject_CallFunctionObjArgs(special, kind, item, version, NULL);
+                if (!conv) { Py_CLEAR(converted); break; }
+                PyList_SET_ITEM(converted, j, conv);
+            }
+            Py_DECREF(seq);
+        }
+        if (!converted) goto fail;
+        int rc = PyDict_SetItem(out, name, converted);
+        Py_DECREF(converted);
+        if (rc < 0) goto fail;
+    }
+    Py_DECREF(plan);
+    return out;
+fail:
+    Py_DECREF(plan);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *to_json(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "to_json(obj, version, plans, build, special)"); return NULL; }
+    if (!PyDict_Check(args[2])) { PyErr_SetString(PyExc_TypeError, "plans must be a dict"); return NULL; }
+    return json_struct(args[0], args[1], args[2], args[3], args[4], 0);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_O, "configure(make_uuid): set the uuid constructor."},
+    {"to_json", (PyCFunction)(void (*)(void))to_json, METH_FASTCALL,
+     "to_json(obj, version, plans, build, special): Kafka's JSON shape of a generated struct."},
     {NULL},
 };
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kprotocol.runtime.json_codec import py_struct_to_json
+
 import kprotocol
 from kprotocol.coordinator.decode import EARLIER_LAYOUTS
 from kprotocol.coordinator.record_types import OTHER_TOPICS
@@ -53,6 +55,7 @@ def test_vectors(path) -> None:
         # The generated Python path must agree with the compiled fast path on every vector.
         assert pure.decode(cls, raw, version) == decoded
         assert pure.encode(rebuilt, version) == raw
+        assert py_struct_to_json(decoded, version) == decoded.to_json(version)  # Python and compiled JSON agree
 
 
 def test_compiled_fast_path_is_built() -> None:

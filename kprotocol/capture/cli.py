@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
+
 from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_capture
 from kprotocol.capture.exchanges import Exchange
 from kprotocol.registry import api_classes
@@ -82,6 +84,15 @@ def _report(file: Path, capture: CaptureDecode, err: TextIO) -> int:
     return 1 if capture.problems or capture.orphans else 0
 
 
+def _line(doc: dict[str, Any], pretty: bool) -> str:
+    if pretty:
+        return dumps(doc, indent=2) + "\n"
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE).decode()
+    except TypeError:  # a lone surrogate from a Java string: the escaping writer
+        return dumps(doc) + "\n"
+
+
 def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _check_files(args.files)
     apis = set(args.api or ())
@@ -93,7 +104,7 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 continue
             if args.group is not None and args.group not in exchange.group_ids():
                 continue
-            out.write(dumps(exchange.to_json(), indent=2 if args.pretty else None) + "\n")
+            out.write(_line(exchange.to_json(), args.pretty))
             written += 1
             if args.count is not None and written >= args.count:
                 return status

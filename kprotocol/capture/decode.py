@@ -114,6 +114,9 @@ class CaptureDecode:
                 continue
             key = (item.src, item.sport, item.dst, item.dport)
             pending = table.get(key)
+            if pending is not None and pending.connection.closed and _opens(item):  # the 4-tuple reused
+                self._finish(pending)
+                pending = None
             if pending is None:
                 if key in ended and not _opens(item):
                     continue

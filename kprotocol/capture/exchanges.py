@@ -154,19 +154,35 @@ def _frame_keys(doc: dict[str, Any], side: str, frame: Frame) -> None:
         doc[f"{side}AfterResync"] = True
 
 
+_RECORDS_PATHS: dict[type, list[tuple[int, str, str]]] = {}
+
+
+def _records_fields(cls: type) -> list[tuple[int, str, str]]:
+    """(index, key, type) of the fields of `cls` that are records or hold records somewhere below."""
+    fields = _RECORDS_PATHS.get(cls)
+    if fields is None:
+        fields = []
+        for index, spec in enumerate(cls._spec):  # type: ignore[attr-defined]
+            if spec.type == "records" or (spec.struct is not None and _records_fields(spec.struct)):
+                fields.append((index, spec.json_name, spec.type))
+        _RECORDS_PATHS[cls] = fields
+    return fields
+
+
 def _records(obj: Message, doc: dict[str, Any], path: str, out: list[dict[str, Any]]) -> None:
     """Summaries of every non-null records field under `obj`, with JSON pointers into the exchange."""
-    for spec, value in zip(obj._spec, obj):
-        if value is None or spec.json_name not in doc:
+    for index, key, kind in _records_fields(type(obj)):
+        value = obj[index]
+        if value is None or key not in doc:
             continue
-        here = f"{path}/{spec.json_name}"
-        if spec.type == "records":
+        here = f"{path}/{key}"
+        if kind == "records":
             out.append({"path": here, **records_summary(value)})
-        elif spec.type == "struct":
-            _records(value, doc[spec.json_name], here, out)
-        elif spec.type == "array" and spec.element == "struct":
-            for index, (item, item_doc) in enumerate(zip(value, doc[spec.json_name])):
-                _records(item, item_doc, f"{here}/{index}", out)
+        elif kind == "struct":
+            _records(value, doc[key], here, out)
+        else:
+            for position, (item, item_doc) in enumerate(zip(value, doc[key])):
+                _records(item, item_doc, f"{here}/{position}", out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Each generated module lists, per decoder/encoder function, a table of field operations. With the
 extension built (and `KPROTOCOL_PURE_PYTHON` unset), `cls._decoders`/`cls._encoders` point at
 compiled plans and the Python functions stay in `_py_decoders`/`_py_encoders`: the plans call
-them for anything unusual and the message API reruns them to report errors precisely.
+them for anything unusual and the message API reruns them to report errors precisely. Python
+decoders running as a fallback reach nested structs through their compiled plans.
 """
 
 from __future__ import annotations
@@ -40,3 +41,8 @@ def install_plans(namespace: dict[str, Any], entries: tuple) -> None:
         value._py_encoders = value._encoders
         value._decoders = {v: built[fn.__name__].decode for v, fn in table.items()}
         value._encoders = {v: built[fn.__name__].encode for v, fn in value._py_encoders.items()}
+    # A Python decoder running as a fallback (tagged fields present, say) decodes the structs nested
+    # in it through their compiled plans; each plan keeps its own Python function as its fallback.
+    for name, plan in built.items():
+        if name.startswith("_d_"):
+            namespace[name] = plan.decode

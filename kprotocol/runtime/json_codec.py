@@ -15,6 +15,11 @@ from uuid import UUID
 
 from kprotocol.runtime.struct import Field, Struct
 
+try:
+    from kprotocol._speedups import to_json as _compiled
+except ImportError:  # the extension was not built: the Python converter below
+    _compiled = None
+
 _INTS = {"int8": (-(1 << 7), 1 << 7), "int16": (-(1 << 15), 1 << 15), "int32": (-(1 << 31), 1 << 31),
          "int64": (-(1 << 63), 1 << 63), "uint16": (0, 1 << 16), "uint32": (0, 1 << 32)}
 
@@ -42,24 +47,54 @@ def _value_to_json(kind: str, value: Any, version: int) -> Any:
     return value
 
 
-def struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f, value in zip(obj._spec, obj):
+PLAIN, STRUCT, STRUCT_ARRAY, PLAIN_ARRAY, SPECIAL_ARRAY, SPECIAL = range(6)
+_SPECIAL = frozenset({"bytes", "records", "uuid", "float64"})
+Plan = tuple[tuple[int, str, int, bool, Any, str], ...]
+_TO_JSON_PLANS: dict[tuple[type, int], Plan] = {}
+
+
+def _to_json_plan(cls: type[Struct], version: int) -> Plan:
+    """Per struct class and version: (index, key, how to convert, tagged, default, kind) of each present field."""
+    plan = []
+    for index, f in enumerate(cls._spec):
         if not f.present(version):
             continue
-        if f.tagged_at(version) and value == f.default:
-            continue
-        if value is None:
-            out[f.json_name] = None
-        elif f.type == "struct":
-            out[f.json_name] = struct_to_json(value, version)
+        if f.type == "struct":
+            code = STRUCT
         elif f.type == "array":
-            if f.element == "struct":
-                out[f.json_name] = [struct_to_json(x, version) for x in value]
-            else:
-                out[f.json_name] = [_value_to_json(f.element, x, version) for x in value]
+            code = STRUCT_ARRAY if f.element == "struct" else SPECIAL_ARRAY if f.element in _SPECIAL else PLAIN_ARRAY
         else:
-            out[f.json_name] = _value_to_json(f.type, value, version)
+            code = SPECIAL if f.type in _SPECIAL else PLAIN
+        plan.append((index, f.json_name, code, f.tagged_at(version), f.default, f.element or f.type))
+    _TO_JSON_PLANS[(cls, version)] = result = tuple(plan)
+    return result
+
+
+def struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
+    if _compiled is not None:
+        return _compiled(obj, version, _TO_JSON_PLANS, _to_json_plan, _value_to_json)
+    return py_struct_to_json(obj, version)
+
+
+def py_struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
+    plan = _TO_JSON_PLANS.get((type(obj), version)) or _to_json_plan(type(obj), version)
+    out: dict[str, Any] = {}
+    for index, name, code, tagged, default, kind in plan:
+        value = obj[index]
+        if tagged and value == default:
+            continue
+        if value is None or code == PLAIN:
+            out[name] = value
+        elif code == STRUCT:
+            out[name] = py_struct_to_json(value, version)
+        elif code == STRUCT_ARRAY:
+            out[name] = [py_struct_to_json(x, version) for x in value]
+        elif code == PLAIN_ARRAY:
+            out[name] = list(value)
+        elif code == SPECIAL_ARRAY:
+            out[name] = [_value_to_json(kind, x, version) for x in value]
+        else:
+            out[name] = _value_to_json(kind, value, version)
     return out
 
 

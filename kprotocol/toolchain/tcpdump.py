@@ -43,7 +43,7 @@ class Tcpdump:
         path = Path(path)
         expression = " or ".join(f"tcp port {port}" for port in ports)
         process = subprocess.Popen(
-            [tool("tcpdump"), "-i", interface, "-U", "--immediate-mode", "-s", "0", "-w", str(path), "-Z", "root", expression],
+            [tool("tcpdump"), "-i", interface, "-U", "--immediate-mode", "-B", "65536", "-s", "0", "-w", str(path), "-Z", "root", expression],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         assert process.stderr is not None

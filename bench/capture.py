@@ -1,0 +1,99 @@
+"""Capture decoding: tshark -T json against `kprotocol capture decode` on the same merged capture.
+
+    python bench/capture.py [--size-mb 1024] [--mix clients,data] [--keep DIR]
+
+Builds one capture of about `--size-mb` from the kept real captures in fixtures/captures/ with
+Wireshark's own tools (`editcap -t` shifts each copy in time, `mergecap -a` concatenates, doubling
+until the size is reached), then runs, one after the other in this run:
+- tshark with the Kafka dissector on the capture's ports, `-T json` to /dev/null,
+- `kprotocol capture decode` (every exchange as a JSON line, records summarised) to /dev/null,
+and prints wall time, MB/s, packets/s, peak RSS of each (from wait4) and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kprotocol.capture import read_packets  # noqa: E402
+from kprotocol.toolchain.tcpdump import tool  # noqa: E402
+
+FIXTURES = ROOT / "fixtures" / "captures"
+PORTS = {"clients": 60127, "data": 36897}  # the broker ports of the kept captures
+
+
+def build(mix: list[str], size_mb: int, directory: Path) -> Path:
+    """One pcapng of about `size_mb` MB out of the kept captures of `mix`."""
+    current = directory / "merged-0.pcapng"
+    subprocess.run([tool("mergecap"), "-a", "-F", "pcapng", "-w", str(current),
+                    *(str(FIXTURES / f"{name}.pcap") for name in mix)], check=True)
+    step, round_ = 3600, 0
+    while current.stat().st_size < size_mb * 1_000_000:
+        round_ += 1
+        shifted = directory / "shifted.pcapng"
+        subprocess.run([tool("editcap"), "-t", str(step), str(current), str(shifted)], check=True,
+                       capture_output=True)
+        doubled = directory / f"merged-{round_}.pcapng"
+        subprocess.run([tool("mergecap"), "-a", "-F", "pcapng", "-w", str(doubled), str(current), str(shifted)],
+                       check=True)
+        current.unlink()
+        shifted.unlink()
+        current, step = doubled, step * 2
+    return current
+
+
+def run(command: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes) of one child, its output thrown away."""
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: problems were reported, the run is complete
+        raise RuntimeError(f"{command[0]} failed with {status}")
+    return elapsed, usage.ru_maxrss * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--mix", default="clients,data", help="kept captures to merge: clients, data")
+    parser.add_argument("--keep", type=Path, help="build the merged capture here and keep it")
+    args = parser.parse_args()
+    mix = args.mix.split(",")
+    ports = [PORTS[name] for name in mix]
+    directory = args.keep or Path(tempfile.mkdtemp(prefix="kprotocol-capture-bench-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        capture = build(mix, args.size_mb, directory)
+        size = capture.stat().st_size
+        with capture.open("rb") as stream:
+            packets = sum(1 for _ in read_packets(stream))
+        print(f"capture: {capture.name}, {size / 1e6:.0f} MB, {packets} packets, mix {'+'.join(mix)}")
+        decode_as = [x for port in ports for x in ("-d", f"tcp.port=={port},kafka")]
+        runs = {
+            "tshark -T json": run([tool("tshark"), "-r", str(capture), *decode_as, "-T", "json"]),
+            "kprotocol capture decode": run([sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
+                                             "--ports", ",".join(map(str, ports))]),
+        }
+        print(f"{'tool':<26} {'seconds':>8} {'MB/s':>8} {'packets/s':>10} {'peak RSS MB':>12}")
+        for name, (seconds, rss) in runs.items():
+            print(f"{name:<26} {seconds:8.1f} {size / 1e6 / seconds:8.1f} {packets / seconds:10.0f} {rss / 1e6:12.0f}")
+        (tshark, _), (ours, _) = runs.values()
+        print(f"kprotocol / tshark throughput: {tshark / ours:.1f}x")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
