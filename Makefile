@@ -17,6 +17,7 @@ demo: $(STAMP)
 
 demo-spark: $(STAMP)
 	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets fixtures/kafka/data --out build/demo-tables --split-mb 0.002
+	$(BIN)/python -m kprotocol pipeline captures fixtures/captures --out build/demo-tables --ports 60127,36897 --split-mb 0.05
 	$(BIN)/python -m kprotocol report build/demo-tables --out build/report.html
 	@echo "report: build/report.html"
 

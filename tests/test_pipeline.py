@@ -174,3 +174,44 @@ def test_a_real_brokers_data_directory(spark, tmp_path, capsys) -> None:
     members = _rows(out, "group_members")
     streams = [m for m in members if m["group"] == "streams-g" and m["assigned_active"]]
     assert sorted({t for m in streams for t in m["assigned_active"]}) == ["0_0", "0_1"]
+
+
+CAPTURES = ROOT / "fixtures" / "captures"
+
+
+def test_captures_split_without_losing_connections(spark, tmp_path) -> None:
+    from kprotocol.capture import decode_capture
+    from kprotocol.pipeline import run_captures
+
+    expected = sorted(((e.conn, e.correlation_id, e.api_name, json.dumps(e.to_json()["request"], sort_keys=True))
+                       for e in decode_capture(CAPTURES / "clients.pcapng", ports=(60127,))))
+    for split_bytes in (4096, 1 << 30):  # many splits cutting through every connection, and one
+        out = tmp_path / str(split_bytes)
+        counts = run_captures([str(CAPTURES / "clients.pcapng")], str(out), spark=spark, split_bytes=split_bytes,
+                              ports=(60127,))
+        rows = _rows(out, "exchanges")
+        got = sorted((r["conn"], r["correlation_id"], r["api_name"],
+                      json.dumps(json.loads(r["request_json"]), sort_keys=True)) for r in rows)
+        assert got == expected and counts["exchanges"] == len(expected) == 199
+        assert counts["splits"] > 10 if split_bytes == 4096 else counts["splits"] == 1
+        assert counts["connections"] == 42 and _rows(out, "problems") == []
+    streams = [r for r in rows if r["api_name"] == "StreamsGroupHeartbeat"]
+    assert streams and all(r["group"] and r["member_id"] for r in streams)
+    assert all(r["latency_ms"] >= 0 for r in rows if r["response_time"] is not None)
+
+
+def test_captures_report_damage_and_keep_the_rest(spark, tmp_path) -> None:
+    from kprotocol.pipeline import run_captures
+
+    raw = bytearray((CAPTURES / "clients.pcapng").read_bytes())
+    middle = raw.index(b"\x06\x00\x00\x00", len(raw) // 2)
+    raw[middle + 4:middle + 8] = b"\xff\xff\xff\xff"  # a block length of 2^32-1
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "damaged.pcapng").write_bytes(bytes(raw))
+    (tmp_path / "in" / "junk.pcap").write_bytes(b"not a capture at all")
+    counts = run_captures([str(tmp_path / "in")], str(tmp_path / "out"), spark=spark, split_bytes=8192,
+                          ports=(60127,))
+    problems = _rows(tmp_path / "out", "problems")
+    assert any("block length" in p["message"] for p in problems)
+    assert any("not a pcap" in p["message"] and p["source"].endswith("junk.pcap") for p in problems)
+    assert counts["exchanges"] >= 190

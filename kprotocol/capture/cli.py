@@ -17,12 +17,12 @@ from typing import Any, TextIO
 import orjson
 
 from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_capture
-from kprotocol.capture.exchanges import Exchange
+from kprotocol.capture.exchanges import Exchange, error_codes
 from kprotocol.registry import api_classes
 from kprotocol.tools.jsontext import dumps
 
 
-def _ports(text: str) -> tuple[int, ...]:
+def parse_ports(text: str) -> tuple[int, ...]:
     try:
         ports = tuple(int(p) for p in text.split(",") if p)
     except ValueError:
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     summary = actions.add_parser("summary", help="a table per connection and API")
     for parser in (decode, summary):
         parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a pcap or pcapng file")
-        parser.add_argument("--ports", type=_ports, default=DEFAULT_PORTS,
+        parser.add_argument("--ports", type=parse_ports, default=DEFAULT_PORTS,
                             help="broker ports carrying Kafka, comma-separated (default 9092)")
         parser.add_argument("--detect", action="store_true",
                             help="also decode connections on other ports that start with a valid "
@@ -123,18 +123,6 @@ class _Row:
     no_response: int = 0
 
 
-def _error_codes(doc: Any, out: dict[int, int]) -> None:
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            if key == "errorCode" and isinstance(value, int) and value:
-                out[value] += 1
-            else:
-                _error_codes(value, out)
-    elif isinstance(doc, list):
-        for item in doc:
-            _error_codes(item, out)
-
-
 def _add(row: _Row, exchange: Exchange) -> None:
     row.count += 1
     row.versions.add(exchange.api_version)
@@ -145,7 +133,7 @@ def _add(row: _Row, exchange: Exchange) -> None:
     else:
         row.no_response += 1
     if exchange.response is not None:
-        _error_codes(exchange.response.to_json(exchange.api_version), row.errors)
+        error_codes(exchange.response.to_json(exchange.api_version), row.errors)
 
 
 def _percentile(values: list[float], q: float) -> float | None:

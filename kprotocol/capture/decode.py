@@ -86,8 +86,8 @@ class _Pending:
 class CaptureDecode:
     """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes."""
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO, ports: Iterable[int] = DEFAULT_PORTS,
-                 detect: bool = False) -> None:
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO | Iterable[TcpSegment | SegmentProblem],
+                 ports: Iterable[int] = DEFAULT_PORTS, detect: bool = False) -> None:
         self.source = source
         self.ports = frozenset(ports)
         self.detect = detect
@@ -99,16 +99,18 @@ class CaptureDecode:
     def __iter__(self) -> Iterator[Exchange]:
         if isinstance(self.source, (str, os.PathLike)):
             with open(self.source, "rb", buffering=1 << 20) as stream:
-                yield from self._decode(stream)
+                yield from self._decode(tcp_segments(self._packets(stream)))
+        elif hasattr(self.source, "read"):
+            yield from self._decode(tcp_segments(self._packets(self.source)))  # type: ignore[arg-type]
         else:
-            yield from self._decode(self.source)
+            yield from self._decode(self.source)  # type: ignore[arg-type]
 
-    def _decode(self, stream: BinaryIO) -> Iterator[Exchange]:
+    def _decode(self, items: Iterable[TcpSegment | SegmentProblem]) -> Iterator[Exchange]:
         table: dict[Key, _Pending] = {}     # both orientations of each open connection's key
         ended: set[Key] = set()
         line: deque[_Pending] = deque()     # connections in first-packet order
         closing: deque[_Pending] = deque()  # closed (FIN both ways, or RST), finished a little later
-        for item in tcp_segments(self._packets(stream)):
+        for item in items:
             if isinstance(item, SegmentProblem):
                 self.problems.append(PacketProblem(item.number, item.message))
                 continue
@@ -207,6 +209,13 @@ def _opens(segment: TcpSegment) -> bool:
     return bool(segment.flags & FLAG_SYN) and not segment.flags & ACK
 
 
+def decode_segments(segments: Iterable[TcpSegment | SegmentProblem], ports: Iterable[int] = DEFAULT_PORTS,
+                    *, detect: bool = False) -> CaptureDecode:
+    """The exchanges of TCP segments in capture order (for a caller that reads packets itself, such
+    as a Spark task holding the segments of a few connections)."""
+    return CaptureDecode(segments, ports, detect)
+
+
 def decode_capture(source: str | os.PathLike[str] | BinaryIO, ports: Iterable[int] = DEFAULT_PORTS,
                    *, detect: bool = False) -> CaptureDecode:
     """The Kafka exchanges of a capture file (a path or a binary file object).
@@ -217,4 +226,4 @@ def decode_capture(source: str | os.PathLike[str] | BinaryIO, ports: Iterable[in
     return CaptureDecode(source, ports, detect)
 
 
-__all__ = ["CaptureDecode", "PacketProblem", "decode_capture"]
+__all__ = ["CaptureDecode", "PacketProblem", "decode_capture", "decode_segments"]

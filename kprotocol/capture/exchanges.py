@@ -142,6 +142,25 @@ class Exchange:
         return body
 
 
+def error_codes(doc: Any, out: dict[int, int] | None = None) -> dict[int, int]:
+    """Every non-zero `errorCode` in a JSON body, counted (top level and nested)."""
+    out = {} if out is None else out
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key == "errorCode" and isinstance(value, int) and value:
+                out[value] = out.get(value, 0) + 1
+            else:
+                error_codes(value, out)
+    elif isinstance(doc, list):
+        for item in doc:
+            error_codes(item, out)
+    return out
+
+
+FLAGS = ("requestGap", "responseGap", "requestTruncated", "responseTruncated", "requestAfterResync",
+         "responseAfterResync", "noResponse")
+
+
 def _frame_keys(doc: dict[str, Any], side: str, frame: Frame) -> None:
     doc[f"{side}Frames"] = [frame.first, frame.last]
     doc[f"{side}Time"] = round(frame.time, 6)
@@ -403,4 +422,4 @@ class Connection:
         return VALID
 
 
-__all__ = ["Connection", "Exchange", "Orphan", "StreamProblem", "endpoint"]
+__all__ = ["FLAGS", "Connection", "Exchange", "Orphan", "StreamProblem", "endpoint", "error_codes"]

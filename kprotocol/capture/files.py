@@ -54,17 +54,92 @@ def _read(stream: BinaryIO, size: int, offset: int, what: str) -> bytes:
     return data
 
 
-def read_packets(stream: BinaryIO, problems: list[CaptureError] | None = None) -> Iterator[Packet]:
-    """Every packet of a pcap or pcapng stream (see the module docstring for `problems`)."""
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A stretch of a capture file that can be read on its own: packets from the block or record at
+    `offset` (numbered from `number` + 1) up to `end` (None: the end of the file), with the pcapng
+    byte order and interfaces in effect there."""
+
+    offset: int
+    end: int | None
+    number: int
+    order: str = "<"
+    interfaces: tuple[tuple[int, float], ...] = ()
+
+
+def read_packets(stream: BinaryIO, problems: list[CaptureError] | None = None,
+                 split: Split | None = None) -> Iterator[Packet]:
+    """Every packet of a pcap or pcapng stream, or of one `split` of it (see `plan_splits`); see the
+    module docstring for `problems`."""
+    magic = _magic(stream)
+    if magic in PCAP_MAGIC:
+        yield from _pcap(stream, magic, problems, split)
+    else:
+        yield from _pcapng(stream, magic, problems, split)
+
+
+def _magic(stream: BinaryIO) -> bytes:
     magic = stream.read(4)
     if len(magic) < 4:
         raise CaptureError("not a capture: fewer than 4 bytes", 0, "magic")
-    if magic in PCAP_MAGIC:
-        yield from _pcap(stream, magic, problems)
-    elif struct.unpack("<I", magic)[0] == PCAPNG_SHB:
-        yield from _pcapng(stream, magic, problems)
-    else:
+    if magic not in PCAP_MAGIC and struct.unpack("<I", magic)[0] != PCAPNG_SHB:
         raise CaptureError(f"not a pcap or pcapng file (magic {magic.hex()})", 0, "magic")
+    return magic
+
+
+def plan_splits(stream: BinaryIO, every: int) -> list[Split]:
+    """Cut a seekable capture into splits of about `every` bytes at block or record boundaries,
+    reading only headers (and pcapng interface blocks). Damage ends the walk: the last split then
+    runs to the end of the file and its reader reports the damage and resumes after it."""
+    magic = _magic(stream)
+    splits: list[Split] = []
+    if magic in PCAP_MAGIC:
+        order, _ = PCAP_MAGIC[magic]
+        (snaplen,) = struct.unpack(order + "I", _read(stream, 20, 4, "pcap file header")[12:16])
+        limit = min(MAX_BLOCK, max(snaplen, 65535))
+        offset = start = 24
+        number = first = 0
+        while len(head := stream.read(16)) == 16:
+            (captured,) = struct.unpack_from(order + "I", head, 8)
+            if captured > limit:
+                break
+            offset += 16 + captured
+            number += 1
+            stream.seek(offset)
+            if offset - start >= every:
+                splits.append(Split(start, offset, first))
+                start, first = offset, number
+        return [*splits, Split(start, None, first)]
+    stream.seek(0)
+    offset = start = 0
+    number = first = 0
+    order, interfaces = "<", []
+    state = (order, ())
+    while len(head := stream.read(8)) == 8:
+        if struct.unpack_from("<I", head)[0] == PCAPNG_SHB:
+            bom = stream.read(4)
+            if len(bom) < 4:
+                break
+            order = "<" if struct.unpack("<I", bom)[0] == BYTE_ORDER_MAGIC else ">"
+            interfaces = []
+        block_type, length = struct.unpack(order + "II", head)
+        if length < 12 or length % 4 or length > MAX_BLOCK:
+            break
+        if block_type == IDB:
+            stream.seek(offset + 8)
+            body = stream.read(length - 12)
+            if len(body) < length - 12 or len(body) < 8:
+                break
+            interfaces.append(_interface(body, order, offset))
+        elif block_type in (EPB, SPB, OLD_PACKET):
+            number += 1
+        offset += length
+        stream.seek(offset)
+        if offset - start >= every:
+            splits.append(Split(start, offset, first, *state))
+            start, first = offset, number
+        state = (order, tuple(interfaces))
+    return [*splits, Split(start, None, first, *state)]
 
 
 def _resume(stream: BinaryIO, problems: list[CaptureError] | None, error: CaptureError) -> bool:
@@ -75,14 +150,18 @@ def _resume(stream: BinaryIO, problems: list[CaptureError] | None, error: Captur
     return True
 
 
-def _pcap(stream: BinaryIO, magic: bytes, problems: list[CaptureError] | None) -> Iterator[Packet]:
+def _pcap(stream: BinaryIO, magic: bytes, problems: list[CaptureError] | None,
+          split: Split | None) -> Iterator[Packet]:
     order, unit = PCAP_MAGIC[magic]
     header = _read(stream, 20, 4, "pcap file header")
     _, _, _, _, snaplen, link_type = struct.unpack(order + "HHiIII", header)
     record = struct.Struct(order + "IIII")
     limit = min(MAX_BLOCK, max(snaplen, 65535))
-    offset, number, last_time = 24, 0, None
-    while head := stream.read(16):
+    offset, number, last_time, end = 24, 0, None, None
+    if split is not None:
+        offset, number, end = split.offset, split.number, split.end
+        stream.seek(offset)
+    while (end is None or offset < end) and (head := stream.read(16)):
         try:
             if len(head) < 16:
                 raise CaptureError(f"capture ends inside a packet header: {len(head)} of 16 bytes", offset, "packet")
@@ -124,12 +203,18 @@ def _next_record(stream: BinaryIO, start: int, record: struct.Struct, limit: int
     return None
 
 
-def _pcapng(stream: BinaryIO, first: bytes, problems: list[CaptureError] | None) -> Iterator[Packet]:
-    offset, number = 0, 0
+def _pcapng(stream: BinaryIO, first: bytes, problems: list[CaptureError] | None,
+            split: Split | None) -> Iterator[Packet]:
+    offset, number, end = 0, 0, None
     order = "<"
     interfaces: list[tuple[int, float]] = []  # (link type, seconds per timestamp unit), per section
     block_type_raw = first
-    while block_type_raw:
+    if split is not None:
+        offset, number, end, order, interfaces = split.offset, split.number, split.end, split.order, [
+            *split.interfaces]
+        stream.seek(offset)
+        block_type_raw = stream.read(4)
+    while block_type_raw and (end is None or offset < end):
         try:
             block = _pcapng_block(stream, block_type_raw, offset, order, interfaces)
         except CaptureError as error:

@@ -1,4 +1,4 @@
-"""`kprotocol pipeline offsets PATH... --out DIR` and `kprotocol report DIR --out report.html`.
+"""`kprotocol pipeline offsets|captures PATH... --out DIR` and `kprotocol report DIR --out report.html`.
 
 The same module runs under spark-submit (see `kprotocol/pipeline/__main__.py`): there the master
 comes from spark-submit, here it is `local[*]` unless `--master` says otherwise.
@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kprotocol.capture.cli import parse_ports
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES
 from kprotocol.tools.jsontext import dumps
 
@@ -32,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     offsets = jobs.add_parser("offsets", help="__consumer_offsets / __transaction_state segments -> tables")
     _common(offsets)
     offsets.set_defaults(func=_run)
+    captures = jobs.add_parser("captures", help="pcap/pcapng captures -> exchanges (and problems)")
+    _common(captures)
+    captures.add_argument("--ports", type=parse_ports, default=(9092,),
+                          help="broker ports carrying Kafka, comma-separated (default 9092)")
+    captures.set_defaults(func=_run)
     report = subparsers.add_parser("report", help="rebalance timelines and tables from the pipeline's tables")
     report.add_argument("dir", help="the pipeline's output directory")
     report.add_argument("--out", required=True, help="report.html, or a .png of the timelines")
@@ -46,8 +52,12 @@ def _run(args: argparse.Namespace) -> int:
     spark = jobs.spark_session(args.master, progress=progress)
     split_bytes = int(args.split_mb * (1 << 20))
     try:
-        counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
-                                  partitions=args.partitions)
+        if args.job == "captures":
+            counts = jobs.run_captures(args.paths, args.out, spark=spark, split_bytes=split_bytes,
+                                       partitions=args.partitions, ports=args.ports)
+        else:
+            counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
+                                      partitions=args.partitions)
     finally:
         spark.stop()
     print(dumps({"out": args.out, **counts}))

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kprotocol.pipeline.capture_rows import CAPTURE_SUFFIXES, connection_rows, keyed_segments, plan_capture
 from kprotocol.pipeline.files import list_inputs
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
@@ -76,6 +77,53 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
         counts[table] += n
     counts["rebalances"] = derive_rebalances(spark, out, splits)
     counts["splits"] = len(splits)
+    return dict(counts)
+
+
+CAPTURE_TABLES = ("exchanges", "problems")
+
+
+def plan_captures(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[tuple[str, Any]]:
+    """(file, split) for every split of every capture under `paths`."""
+    return [s for f in list_inputs(paths, CAPTURE_SUFFIXES) for s in plan_capture(f, split_bytes)]
+
+
+def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, int]]]:
+    def run(index: int, groups: Iterable[tuple[Any, Iterable[Any]]]) -> Iterable[tuple[str, int]]:
+        exchanges: list[dict[str, Any]] = []
+        problems: list[dict[str, Any]] = []
+        connections = 0
+        for key, items in groups:
+            rows, found = connection_rows(key, items, ports)
+            exchanges += rows
+            problems += found
+            connections += bool(rows)
+        exchanges.sort(key=lambda r: (r["source"], r["request_first_packet"]))
+        write_part(out, "exchanges", index, exchanges, prefix="capture")
+        write_part(out, "problems", index, problems, prefix="capture")
+        return [("exchanges", len(exchanges)), ("problems", len(problems)), ("connections", connections)]
+    return run
+
+
+def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
+                 split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
+                 ports: Iterable[int] = (9092,)) -> dict[str, int]:
+    """Decode pcap/pcapng captures into the exchanges table (and problems): splits are read in
+    parallel, their segments shuffled by connection, each connection decoded whole in one task."""
+    spark = spark or spark_session(master)
+    sc = spark.sparkContext
+    splits = plan_captures(paths, split_bytes)
+    reset(out, CAPTURE_TABLES, prefix="capture")
+    kafka_ports = frozenset(ports)
+    counts: Counter[str] = Counter(splits=len(splits))
+    if not splits:
+        for table in CAPTURE_TABLES:
+            write_part(out, table, 0, [], prefix="capture")
+        return dict(counts)
+    keyed = sc.parallelize(splits, len(splits)).flatMap(lambda s: keyed_segments(s[0], s[1], kafka_ports))
+    grouped = keyed.groupByKey(max(1, partitions or sc.defaultParallelism))
+    for name, n in grouped.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect():
+        counts[name] += n
     return dict(counts)
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 
 from kprotocol.pipeline.files import filesystem
 
-STR, I32, I64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.bool_()
+STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 STRS = pa.list_(pa.string())
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -41,7 +42,18 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("group", STR), ("protocol", STR), ("epoch", I32), ("start_timestamp", I64), ("end_timestamp", I64),
         ("duration_ms", I64), ("trigger", STR), ("members_before", STRS), ("members_after", STRS),
         ("tasks_moved", I32), ("warmup_tasks", I32), ("probing", BOOL)]),
-    # Anything that could not be read: corrupt or truncated batches, undecodable records.
+    # Request/response exchanges decoded from packet captures (kprotocol.capture), one row each;
+    # times in seconds since the epoch, bodies as Kafka JSON.
+    "exchanges": pa.schema([
+        ("source", STR), ("conn", STR), ("correlation_id", I32), ("api_key", I32), ("api_name", STR),
+        ("api_version", I32), ("client_id", STR), ("group", STR), ("member_id", STR), ("request_time", F64),
+        ("response_time", F64), ("latency_ms", F64), ("request_size", I64), ("response_size", I64),
+        ("request_first_packet", I64), ("request_last_packet", I64), ("response_first_packet", I64),
+        ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("flags", STRS),
+        ("no_response_reason", STR), ("request_error", STR), ("response_error", STR), ("request_json", STR),
+        ("response_json", STR)]),
+    # Anything that could not be read: corrupt or truncated batches, undecodable records; from
+    # captures also damaged packets, gaps, unframed bytes and orphan responses.
     "problems": pa.schema([
         ("source", STR), ("partition", I32), ("position", I64), ("length", I64), ("kind", STR), ("offset", I64),
         ("message", STR)]),
@@ -52,17 +64,21 @@ def table_dir(out: str, table: str) -> str:
     return out.rstrip("/") + "/" + table
 
 
-def write_part(out: str, table: str, part: int, rows: list[dict]) -> None:
-    """Write one task's rows of `table` (an empty part keeps the schema visible to readers)."""
+def write_part(out: str, table: str, part: int, rows: list[dict], prefix: str = "part") -> None:
+    """Write one task's rows of `table` (an empty part keeps the schema visible to readers). Each job
+    names its parts with its own prefix, so the offsets and captures jobs share `problems`."""
     fsys, path = filesystem(table_dir(out, table))
     fsys.create_dir(path, recursive=True)
     data = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
-    pq.write_table(data, f"{path}/part-{part:05d}.parquet", filesystem=fsys)
+    pq.write_table(data, f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys)
 
 
-def reset(out: str, tables: tuple[str, ...]) -> None:
-    """Remove earlier output of `tables` (the pipeline overwrites, it never appends)."""
+def reset(out: str, tables: tuple[str, ...], prefix: str = "part") -> None:
+    """Remove one job's earlier parts of `tables` (the pipeline overwrites, it never appends)."""
     for table in tables:
         fsys, path = filesystem(table_dir(out, table))
-        if fsys.get_file_info(path).type != 0:  # 0: NotFound
-            fsys.delete_dir(path)
+        if fsys.get_file_info(path).type == 0:  # 0: NotFound
+            continue
+        for entry in fsys.get_file_info(pafs.FileSelector(path)):
+            if entry.base_name.startswith(prefix + "-"):
+                fsys.delete_file(entry.path)

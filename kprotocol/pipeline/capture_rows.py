@@ -1,0 +1,108 @@
+"""Rows of the `exchanges` and `problems` tables out of packet captures, in two Spark stages.
+
+1. `keyed_segments`: a task reads one split of a capture (`kprotocol.capture.files.plan_splits`
+   cuts files at block boundaries) and keys each TCP segment on a Kafka port by its connection.
+2. `connection_rows`: after the shuffle, a task holds every segment of a few connections, puts
+   them back in capture order and decodes them with `kprotocol.capture.decode_segments`.
+
+So one huge capture uses every core, and no connection is ever cut between tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+import orjson
+
+from kprotocol.capture.decode import decode_segments
+from kprotocol.capture.exchanges import FLAGS, Exchange, error_codes
+from kprotocol.capture.files import CaptureError, Split, plan_splits, read_packets
+from kprotocol.capture.segments import SegmentProblem, TcpSegment, tcp_segments
+from kprotocol.pipeline.files import InputFile, filesystem
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+PROBLEMS = "problems"  # the second part of a key that carries a problem row instead of a segment
+
+
+@contextmanager
+def _open(uri: str) -> Iterator[BinaryIO]:
+    fsys, path = filesystem(uri)
+    if "://" not in uri:  # a local file: Python's buffered reader
+        with open(path, "rb", buffering=1 << 20) as handle:
+            yield handle
+    else:
+        with fsys.open_input_file(path) as handle:
+            yield handle  # type: ignore[misc]
+
+
+def plan_capture(file: InputFile, split_bytes: int) -> list[tuple[str, Split]]:
+    """The splits of one capture file (one, if it is not a readable capture: its task reports why)."""
+    with _open(file.uri) as handle:
+        try:
+            return [(file.uri, split) for split in plan_splits(handle, split_bytes)]
+        except CaptureError:
+            return [(file.uri, Split(0, None, 0))]
+
+
+def _problem(uri: str, kind: str, position: int | None, length: int | None, message: str) -> dict[str, Any]:
+    return {"source": uri, "partition": None, "position": position, "length": length, "kind": kind,
+            "offset": None, "message": message}
+
+
+def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tuple[Any, Any]]:
+    """(connection key, segment) for each segment of the split on a Kafka port; problems keyed apart."""
+    damage: list[CaptureError] = []
+    with _open(uri) as handle:
+        try:
+            for item in tcp_segments(read_packets(handle, damage, split)):
+                if isinstance(item, SegmentProblem):
+                    yield (uri, PROBLEMS), _problem(uri, "packet", item.number, None, item.message)
+                elif item.sport in ports or item.dport in ports:
+                    ends = sorted([(item.src, item.sport), (item.dst, item.dport)])
+                    yield (uri, *ends[0], *ends[1]), item
+        except CaptureError as exc:
+            damage.append(exc)
+    for exc in damage:
+        yield (uri, PROBLEMS), _problem(uri, "capture", exc.offset, None, str(exc))
+
+
+def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
+    doc = exchange.to_json()
+    request, response = exchange.request, exchange.response
+    groups = sorted(exchange.group_ids())
+    member = getattr(request, "member_id", None) or getattr(response, "member_id", None) or None
+    response_frame = exchange.response_frame
+    latency = None if response_frame is None else (response_frame.time - exchange.request_frame.time) * 1000
+    return {
+        "source": uri, "conn": exchange.conn, "correlation_id": exchange.correlation_id,
+        "api_key": exchange.api_key, "api_name": exchange.api_name, "api_version": exchange.api_version,
+        "client_id": exchange.client_id, "group": groups[0] if groups else None, "member_id": member,
+        "request_time": doc["requestTime"], "response_time": doc.get("responseTime"), "latency_ms": latency,
+        "request_size": exchange.request_frame.size, "response_size": doc.get("responseSize"),
+        "request_first_packet": exchange.request_frame.first, "request_last_packet": exchange.request_frame.last,
+        "response_first_packet": None if response_frame is None else response_frame.first,
+        "response_last_packet": None if response_frame is None else response_frame.last,
+        "error_codes": sorted(error_codes(doc.get("response"))), "flags": [f for f in FLAGS if doc.get(f)],
+        "no_response_reason": exchange.no_response, "request_error": exchange.request_error,
+        "response_error": exchange.response_error,
+        "request_json": None if doc["request"] is None else orjson.dumps(doc["request"]).decode(),
+        "response_json": None if doc.get("response") is None else orjson.dumps(doc["response"]).decode(),
+    }
+
+
+def connection_rows(key: Any, items: Iterable[Any], ports: frozenset[int]) -> tuple[list[dict], list[dict]]:
+    """(exchange rows, problem rows) of one connection key's segments, or of a key's problems."""
+    if key[1] == PROBLEMS:
+        return [], list(items)
+    uri = key[0]
+    segments: list[TcpSegment] = sorted(items, key=lambda s: s.number)
+    capture = decode_segments(segments, ports)
+    rows = [exchange_row(uri, e) for e in capture]
+    problems = [_problem(uri, "orphan response", o.frame.first, o.frame.size + 4,
+                         f"{o.conn}: response with correlation id {o.correlation_id} has no captured request")
+                for o in capture.orphans]
+    problems += [_problem(uri, "stream", p.offset, p.length, f"{p.conn} {p.direction}: {p.reason}")
+                 for p in capture.problems if hasattr(p, "direction")]
+    return rows, problems
