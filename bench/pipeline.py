@@ -1,14 +1,16 @@
-"""The Spark pipeline beside the single-process decoder, on the same generated `__consumer_offsets` data.
+"""The Spark pipeline beside the single-process decoders, on the same generated inputs.
 
-    python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64]
+    python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64] [--captures-mb 1024]
 
-Generates a Kafka data directory of `__consumer_offsets-N` segments by tiling the batches of the
-bundled fixture segment (base offsets rewritten; they sit outside the CRC), then in one run:
-- the single-process CLI (`kprotocol offsets decode PARTITION_DIR... > /dev/null`),
+Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments by tiling the batches
+of the bundled fixture segment (base offsets rewritten; they sit outside the CRC). Captures: merges
+the kept captures into one large pcapng with editcap/mergecap (as bench/capture.py). Then, for each
+input, in one run:
+- the single-process CLI (`kprotocol offsets decode ...` / `kprotocol capture decode ...` > /dev/null),
 - the Spark job with `local[1]` and `local[2]`, each in a fresh process, its SparkSession start-up
   (to a first action) timed apart from the job itself,
-and prints records/s, MB/s, the speed-up from one core to two, per-core rate against the
-single-process decoder, and the fixed start cost.
+and prints records (or exchanges)/s, MB/s, the speed-up from one core to two, per-core rate
+against the single-process decoder, and the fixed start cost.
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ FIXTURE = ROOT / "fixtures" / "offsets" / "00000000000000000000.log"
 SPARK_RUN = """
 import json, sys, time
 t0 = time.perf_counter()
-from kprotocol.pipeline import run_offsets, spark_session
+from kprotocol.pipeline import run_captures, run_offsets, spark_session
 spark = spark_session(sys.argv[1], progress=False)
 spark.range(1).count()
 t1 = time.perf_counter()
-counts = run_offsets([sys.argv[2]], sys.argv[3], spark=spark, split_bytes=int(sys.argv[4]))
+if sys.argv[5] == "captures":
+    counts = run_captures([sys.argv[2]], sys.argv[3], spark=spark, split_bytes=int(sys.argv[4]),
+                          ports=tuple(map(int, sys.argv[6].split(","))))
+else:
+    counts = run_offsets([sys.argv[2]], sys.argv[3], spark=spark, split_bytes=int(sys.argv[4]))
 t2 = time.perf_counter()
 spark.stop()
 print(json.dumps({"startup": t1 - t0, "job": t2 - t1, **counts}))
@@ -75,11 +81,11 @@ def single_process(data: Path) -> float:
     return time.perf_counter() - start
 
 
-def spark(data: Path, cores: int, split_bytes: int) -> dict:
+def spark(data: Path, cores: int, split_bytes: int, job: str = "offsets", ports: str = "") -> dict:
     out = Path(tempfile.mkdtemp(prefix="kprotocol-bench-out-"))
     try:
         done = subprocess.run([sys.executable, "-c", SPARK_RUN, f"local[{cores}]", str(data), str(out),
-                               str(split_bytes)], capture_output=True, text=True, check=True)
+                               str(split_bytes), job, ports], capture_output=True, text=True, check=True)
         return json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -90,6 +96,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=256)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--split-mb", type=int, default=16)
+    parser.add_argument("--captures-mb", type=int, default=0, help="also the captures job on this much (0: skip)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
     try:
@@ -112,6 +119,34 @@ def main() -> None:
     print(f"per core, 1 core vs single process: {single / runs[1]['job']:.0%} (target >= 80%)")
     print(f"per core, 2 cores vs single process: {single / runs[2]['job'] / 2:.0%}")
     print(f"peak RSS of this driver script: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if args.captures_mb:
+        captures(args.captures_mb, args.split_mb << 20)
+
+
+def captures(size_mb: int, split_bytes: int) -> None:
+    from capture import PORTS, build
+
+    work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-captures-"))
+    ports = ",".join(str(p) for p in PORTS.values())
+    try:
+        capture = build(list(PORTS), size_mb, work)
+        mb = capture.stat().st_size / (1 << 20)
+        start = time.perf_counter()
+        with subprocess.Popen([sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
+                               "--ports", ports], stdout=subprocess.PIPE) as process:
+            exchanges = sum(1 for _ in process.stdout)  # type: ignore[union-attr]
+        single = time.perf_counter() - start
+        runs = {cores: spark(capture, cores, split_bytes, "captures", ports) for cores in (1, 2)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\ncaptures: one pcapng of {mb:.0f} MiB, {exchanges:,} exchanges")
+    print(f"\n| run | seconds | exchanges/s | MB/s |\n|---|---|---|---|")
+    print(f"| single process (CLI) | {single:.1f} | {exchanges / single:,.0f} | {mb / single:.1f} |")
+    for cores, run in runs.items():
+        assert run["exchanges"] == exchanges, (run, exchanges)
+        print(f"| Spark local[{cores}], job | {run['job']:.1f} | {exchanges / run['job']:,.0f} | {mb / run['job']:.1f} |")
+    print(f"speed-up 1 -> 2 cores: {runs[1]['job'] / runs[2]['job']:.2f}x; per core, 1 core vs single process: "
+          f"{single / runs[1]['job']:.0%}")
 
 
 if __name__ == "__main__":

@@ -230,3 +230,27 @@ def test_cli_decode_filters_and_summary(capsys: pytest.CaptureFixture[str]) -> N
     assert sum(r["count"] for r in summary["rows"]) == 199 and summary["connections"] == 42
     assert main(["capture", "decode", str(CAPTURES / "missing.pcap")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_detection_finds_kafka_on_any_port(baseline: dict[str, list[dict]]) -> None:
+    by_conn, capture = _decode(PCAP, ports=())
+    assert by_conn == {}  # no Kafka port given, no detection: nothing
+    detected = decode_capture(PCAP, ports=(), detect=True)
+    found: dict[str, list[dict]] = defaultdict(list)
+    for exchange in detected:
+        found[exchange.conn].append(exchange.to_json())
+    assert found == baseline  # every connection starts with ApiVersions: all of them are Kafka
+    # a non-Kafka TCP conversation on another port is left alone
+    rng = random.Random(9)
+    junk = [_tcp(40000, 5555, i, bytes(rng.randrange(256) for _ in range(60))) for i in range(5)]
+    assert list(decode_capture(_write(junk), ports=(), detect=True)) == []
+
+
+def _tcp(sport: int, dport: int, number: int, payload: bytes) -> Packet:
+    flags = dpkt.tcp.TH_SYN if number == 0 else dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH
+    tcp = dpkt.tcp.TCP(sport=sport, dport=dport, seq=1000 + 60 * number, flags=flags,
+                       data=b"" if number == 0 else payload)
+    ip = dpkt.ip.IP(src=b"\x7f\x00\x00\x01", dst=b"\x7f\x00\x00\x01", p=6, data=tcp)
+    ip.len = len(bytes(ip))
+    frame = dpkt.ethernet.Ethernet(src=b"\x00" * 6, dst=b"\x00" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+    return Packet(number + 1, 1.0 + number, 1, bytes(frame), len(bytes(frame)))

@@ -19,7 +19,7 @@ from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
-from kprotocol.pipeline.tables import SCHEMAS, reset, table_dir, write_part
+from kprotocol.pipeline.tables import SCHEMAS, paused_gc, reset, table_dir, write_part
 
 SEGMENT_SUFFIXES = (".log",)
 
@@ -50,9 +50,11 @@ def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline
 def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Iterable[tuple[str, int]]]:
     def run(parts: Iterable[tuple[int, SegmentSplit]]) -> Iterable[tuple[str, int]]:
         for number, split in parts:
-            tables = split_rows(split)
+            with paused_gc():
+                tables = split_rows(split)
+                for table, rows in tables.items():
+                    write_part(out, table, number, rows)
             for table, rows in tables.items():
-                write_part(out, table, number, rows)
                 yield table, len(rows)
             yield "bytes", split.end - split.start
     return run
@@ -93,14 +95,15 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
         exchanges: list[dict[str, Any]] = []
         problems: list[dict[str, Any]] = []
         connections = 0
-        for key, items in groups:
-            rows, found = connection_rows(key, items, ports)
-            exchanges += rows
-            problems += found
-            connections += bool(rows)
-        exchanges.sort(key=lambda r: (r["source"], r["request_first_packet"]))
-        write_part(out, "exchanges", index, exchanges, prefix="capture")
-        write_part(out, "problems", index, problems, prefix="capture")
+        with paused_gc():
+            for key, items in groups:
+                rows, found = connection_rows(key, items, ports)
+                exchanges += rows
+                problems += found
+                connections += bool(rows)
+            exchanges.sort(key=lambda r: (r["source"], r["request_first_packet"]))
+            write_part(out, "exchanges", index, exchanges, prefix="capture")
+            write_part(out, "problems", index, problems, prefix="capture")
         return [("exchanges", len(exchanges)), ("problems", len(problems)), ("connections", connections)]
     return run
 
@@ -139,11 +142,16 @@ def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:
         write_part(out, "rebalances", 0, [])
         return 0
     rows = (spark.sparkContext.parallelize(work, len(work))
-            .flatMap(lambda numbers: _derive_partition(out, numbers))
+            .flatMap(lambda numbers: _derive_partition_quietly(out, numbers))
             .collect())
     rows.sort(key=lambda r: (r["group"], r["protocol"], r["epoch"] or 0))
     write_part(out, "rebalances", 0, rows)
     return len(rows)
+
+
+def _derive_partition_quietly(out: str, numbers: list[int]) -> list[dict[str, Any]]:
+    with paused_gc():
+        return _derive_partition(out, numbers)
 
 
 def _derive_partition(out: str, numbers: list[int]) -> list[dict[str, Any]]:

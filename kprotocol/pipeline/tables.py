@@ -7,6 +7,11 @@ directory as one table.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from operator import itemgetter
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
@@ -60,6 +65,19 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Run a task's decoding without the cyclic garbage collector: decoded rows hold no cycles, and
+    collections over millions of live row dicts cost a fifth of the task."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def table_dir(out: str, table: str) -> str:
     return out.rstrip("/") + "/" + table
 
@@ -69,8 +87,19 @@ def write_part(out: str, table: str, part: int, rows: list[dict], prefix: str = 
     names its parts with its own prefix, so the offsets and captures jobs share `problems`."""
     fsys, path = filesystem(table_dir(out, table))
     fsys.create_dir(path, recursive=True)
-    data = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
-    pq.write_table(data, f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys)
+    pq.write_table(to_arrow(rows, SCHEMAS[table]), f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys)
+
+
+def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Rows to a table column by column (several times faster than `Table.from_pylist`): one C-level
+    `itemgetter` call per row, transposed by `zip`."""
+    names = schema.names
+    try:
+        columns = list(zip(*map(itemgetter(*names), rows))) if rows else [() for _ in names]
+    except KeyError:  # rows that leave columns out: those are null
+        columns = [[row.get(name) for row in rows] for name in names]
+    return pa.Table.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+                                schema=schema)
 
 
 def reset(out: str, tables: tuple[str, ...], prefix: str = "part") -> None:
