@@ -4,7 +4,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: demo demo-spark test kafka generate check-generated bench clean
+.PHONY: demo demo-spark test kafka generate check-generated bench fuzz fuzz-asan clean
+
+FAMILY  ?= records
+SECONDS ?= 60
+ASAN    := build/asan
 
 $(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +36,18 @@ generate: $(STAMP)
 
 check-generated: $(STAMP)
 	$(BIN)/python -m codegen --check
+
+# Coverage-guided fuzzing of one family (messages, frames, userdata, records, coordinator, captures, gateway).
+fuzz: $(STAMP)
+	$(BIN)/python -m kprotocol.fuzz $(FAMILY) --seconds $(SECONDS)
+
+# The same with the C extension built with AddressSanitizer (a copy of the package under build/asan).
+fuzz-asan: $(STAMP)
+	rm -rf $(ASAN) && mkdir -p $(ASAN) && cp -r kprotocol compat $(ASAN)/ && rm -f $(ASAN)/kprotocol/_speedups*.so
+	cd $(ASAN) && CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" LDFLAGS="-fsanitize=address" \
+		$(CURDIR)/$(BIN)/python $(CURDIR)/setup.py -q build_ext --inplace
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \
+		PYTHONPATH=$(ASAN) $(BIN)/python -m kprotocol.fuzz $(FAMILY) --seconds $(SECONDS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec.py

@@ -51,6 +51,31 @@ def build(mix: list[str], size_mb: int, directory: Path) -> Path:
     return current
 
 
+def replicate(mix: list[str], size_mb: int, directory: Path) -> Path:
+    """One pcap of about `size_mb` MB made of copies of the kept captures, each copy shifted in time
+    and with its client ports renumbered, so that every copy is a different set of connections (as
+    in a real capture of many clients; TCP checksums are not recomputed, no decoder here checks them)."""
+    import dpkt
+
+    kafka = set(PORTS[name] for name in mix)
+    packets = [p for name in mix for p in read_packets((FIXTURES / f"{name}.pcap").open("rb"))]
+    target = directory / "replicated.pcap"
+    with target.open("wb") as out:
+        writer = dpkt.pcap.Writer(out, linktype=packets[0].link_type, nano=True)
+        copy, written = 0, 0
+        while written < size_mb * 1_000_000:
+            for packet in packets:
+                data = bytearray(packet.data)
+                tcp = 14 + (data[14] & 0x0F) * 4  # Ethernet, IPv4
+                sport, dport = int.from_bytes(data[tcp:tcp + 2], "big"), int.from_bytes(data[tcp + 2:tcp + 4], "big")
+                at, port = (tcp + 2, dport) if sport in kafka else (tcp, sport)
+                data[at:at + 2] = (1024 + (7 * port + 4099 * copy) % 64000).to_bytes(2, "big")
+                writer.writepkt(bytes(data), ts=packet.time + copy * 3600)
+                written += len(data) + 16
+            copy += 1
+    return target
+
+
 def run(command: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (bytes) of one child, its output thrown away."""
     start = time.perf_counter()

@@ -3,8 +3,9 @@
     python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64] [--captures-mb 1024]
 
 Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments by tiling the batches
-of the bundled fixture segment (base offsets rewritten; they sit outside the CRC). Captures: merges
-the kept captures into one large pcapng with editcap/mergecap (as bench/capture.py). Then, for each
+of the bundled fixture segment (base offsets rewritten; they sit outside the CRC). Captures: writes
+copies of the kept captures into one large pcap, each copy shifted in time and with its client ports
+renumbered (distinct connections, as in a capture of many clients). Then, for each
 input, in one run:
 - the single-process CLI (`kprotocol offsets decode ...` / `kprotocol capture decode ...` > /dev/null),
 - the Spark job with `local[1]` and `local[2]`, each in a fresh process, its SparkSession start-up
@@ -93,18 +94,25 @@ def spark(data: Path, cores: int, split_bytes: int, job: str = "offsets", ports:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size-mb", type=int, default=256)
+    parser.add_argument("--size-mb", type=int, default=256, help="offsets input (0: skip)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--split-mb", type=int, default=16)
     parser.add_argument("--captures-mb", type=int, default=0, help="also the captures job on this much (0: skip)")
     args = parser.parse_args()
+    if args.size_mb:
+        offsets(args.size_mb, args.partitions, args.split_mb)
+    if args.captures_mb:
+        captures(args.captures_mb, args.split_mb << 20)
+
+
+def offsets(size_mb: int, partitions: int, split_mb: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
     try:
-        size, records = generate(work / "data", args.size_mb << 20, args.partitions)
+        size, records = generate(work / "data", size_mb << 20, partitions)
         mb = size / (1 << 20)
-        print(f"input: {mb:.0f} MiB, {records:,} records in {args.partitions} __consumer_offsets partitions")
+        print(f"input: {mb:.0f} MiB, {records:,} records in {partitions} __consumer_offsets partitions")
         single = single_process(work / "data")
-        runs = {cores: spark(work / "data", cores, args.split_mb << 20) for cores in (1, 2)}
+        runs = {cores: spark(work / "data", cores, split_mb << 20) for cores in (1, 2)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n| run | seconds | records/s | MB/s |\n|---|---|---|---|")
@@ -119,17 +127,15 @@ def main() -> None:
     print(f"per core, 1 core vs single process: {single / runs[1]['job']:.0%} (target >= 80%)")
     print(f"per core, 2 cores vs single process: {single / runs[2]['job'] / 2:.0%}")
     print(f"peak RSS of this driver script: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    if args.captures_mb:
-        captures(args.captures_mb, args.split_mb << 20)
 
 
 def captures(size_mb: int, split_bytes: int) -> None:
-    from capture import PORTS, build
+    from capture import PORTS, replicate
 
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-captures-"))
     ports = ",".join(str(p) for p in PORTS.values())
     try:
-        capture = build(list(PORTS), size_mb, work)
+        capture = replicate(list(PORTS), size_mb, work)
         mb = capture.stat().st_size / (1 << 20)
         start = time.perf_counter()
         with subprocess.Popen([sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
@@ -139,7 +145,8 @@ def captures(size_mb: int, split_bytes: int) -> None:
         runs = {cores: spark(capture, cores, split_bytes, "captures", ports) for cores in (1, 2)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\ncaptures: one pcapng of {mb:.0f} MiB, {exchanges:,} exchanges")
+    print(f"\ncaptures: one pcap of {mb:.0f} MiB (copies of the kept captures, client ports renumbered), "
+          f"{exchanges:,} exchanges")
     print(f"\n| run | seconds | exchanges/s | MB/s |\n|---|---|---|---|")
     print(f"| single process (CLI) | {single:.1f} | {exchanges / single:,.0f} | {mb / single:.1f} |")
     for cores, run in runs.items():

@@ -25,15 +25,27 @@ def message_class(name: str) -> type[Message]:
 
 
 @cache
-def api_classes(api_key: int) -> tuple[type[Message], type[Message]]:
-    """(request class, response class) of an API key."""
-    found: dict[str, type[Message]] = {}
+def _api_names() -> dict[int, dict[str, str]]:
+    names: dict[int, dict[str, str]] = {}
     for name, (_, kind, key) in SPECS.items():
-        if key == api_key and kind in ("request", "response"):
-            found[kind] = message_class(name)
-    if len(found) != 2:
+        if key is not None and kind in ("request", "response"):
+            names.setdefault(key, {})[kind] = name
+    return names
+
+
+@cache
+def _api_classes(api_key: int) -> tuple[type[Message], type[Message]]:
+    names = _api_names()[api_key]
+    return message_class(names["request"]), message_class(names["response"])
+
+
+def api_classes(api_key: int) -> tuple[type[Message], type[Message]]:
+    """(request class, response class) of an API key; KeyError for an unknown one (a cheap lookup
+    either way: resynchronising capture decoders ask about every byte offset)."""
+    names = _api_names().get(api_key)
+    if names is None or len(names) != 2:
         raise KeyError(f"unknown api key {api_key}")
-    return found["request"], found["response"]
+    return _api_classes(api_key)
 
 
 @cache

@@ -65,8 +65,8 @@ class _Pending:
         if len(self.held) > SPILL_AFTER:
             if self.spill is None:
                 self.spill = tempfile.TemporaryFile()
-            for exchange in self.held:
-                pickle.dump(exchange, self.spill, pickle.HIGHEST_PROTOCOL)
+            for exchange in self.held:  # frames only: decoding them again is cheaper than pickling bodies
+                pickle.dump(exchange.without_bodies(), self.spill, pickle.HIGHEST_PROTOCOL)
             self.held.clear()
 
     def release(self) -> Iterator[Exchange]:
@@ -74,9 +74,10 @@ class _Pending:
             self.spill.seek(0)
             while True:
                 try:
-                    yield pickle.load(self.spill)
+                    exchange = pickle.load(self.spill)
                 except EOFError:
                     break
+                yield exchange.redecoded()
             self.spill.close()
             self.spill = None
         yield from self.held

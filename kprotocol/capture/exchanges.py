@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kprotocol.capture.framer import INVALID, MORE, VALID, Framer, Frame, Lost
@@ -73,6 +73,21 @@ class Exchange:
     no_response: str | None = None
     protocol: Protocol = (None, None)
     server_gap: bool = False   # the server stream lost bytes while this request waited
+
+    def without_bodies(self) -> Exchange:
+        """A copy that keeps the frames but not the decoded bodies: cheap to pickle (see `redecoded`)."""
+        return replace(self, request=None, response=None)
+
+    def redecoded(self) -> Exchange:
+        """The bodies decoded again from the frames (after `without_bodies`)."""
+        if self.request is None and self.request_error is None and not (
+                self.request_frame.gap or self.request_frame.truncated):
+            self.request = decode_request(self.request_frame.data)[1]
+        frame = self.response_frame
+        if frame is not None and self.response is None and self.response_error is None and not (
+                frame.gap or frame.truncated):
+            self.response = decode_response(frame.data, self.api_key, self.api_version)[1]
+        return self
 
     @property
     def done(self) -> bool:

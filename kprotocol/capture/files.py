@@ -31,6 +31,7 @@ BYTE_ORDER_MAGIC = 0x1A2B3C4D
 IDB, SPB, EPB, OLD_PACKET = 1, 3, 6, 2
 MAX_BLOCK = 256 << 20  # larger than any packet a capture tool writes (snaplen is at most 256 KiB)
 TSRESOL = 9
+MAX_PACKET = 256 << 10  # Wireshark's largest standard packet
 MAX_SCAN = 1 << 20  # how far past damage to look for the next block or record
 
 
@@ -96,7 +97,7 @@ def plan_splits(stream: BinaryIO, every: int) -> list[Split]:
     if magic in PCAP_MAGIC:
         order, _ = PCAP_MAGIC[magic]
         (snaplen,) = struct.unpack(order + "I", _read(stream, 20, 4, "pcap file header")[12:16])
-        limit = min(MAX_BLOCK, max(snaplen, 65535))
+        limit = min(max(snaplen, MAX_PACKET), MAX_BLOCK)  # tools write packets past a small snaplen
         offset = start = 24
         number = first = 0
         while len(head := stream.read(16)) == 16:
@@ -156,7 +157,7 @@ def _pcap(stream: BinaryIO, magic: bytes, problems: list[CaptureError] | None,
     header = _read(stream, 20, 4, "pcap file header")
     _, _, _, _, snaplen, link_type = struct.unpack(order + "HHiIII", header)
     record = struct.Struct(order + "IIII")
-    limit = min(MAX_BLOCK, max(snaplen, 65535))
+    limit = min(max(snaplen, MAX_PACKET), MAX_BLOCK)  # tools write packets past a small snaplen
     offset, number, last_time, end = 24, 0, None, None
     if split is not None:
         offset, number, end = split.offset, split.number, split.end

@@ -12,6 +12,7 @@ import socket
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kprotocol.capture.files import Packet
 
@@ -22,8 +23,9 @@ IPV6_EXTENSIONS = {0, 43, 60}  # hop-by-hop, routing, destination options: skipp
 FLAG_FIN, FLAG_SYN, FLAG_RST = 0x01, 0x02, 0x04
 
 
-@dataclass(frozen=True, slots=True)
-class TcpSegment:
+class TcpSegment(NamedTuple):
+    """One captured TCP segment (a tuple: cheap to build, to sort by packet number and to pickle)."""
+
     number: int
     time: float
     src: str

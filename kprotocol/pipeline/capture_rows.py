@@ -51,25 +51,41 @@ def _problem(uri: str, kind: str, position: int | None, length: int | None, mess
             "offset": None, "message": message}
 
 
-def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tuple[Any, Any]]:
-    """(connection key, segment) for each segment of the split on a Kafka port; problems keyed apart."""
+def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tuple[Any, list[Any]]]:
+    """(connection key, its segments in this split) for each connection on a Kafka port, and
+    (problems key, problem rows): one shuffle record per connection and split, not per packet."""
     damage: list[CaptureError] = []
+    keyed: dict[Any, list[Any]] = {}
     with _open(uri) as handle:
         try:
             for item in tcp_segments(read_packets(handle, damage, split)):
                 if isinstance(item, SegmentProblem):
-                    yield (uri, PROBLEMS), _problem(uri, "packet", item.number, None, item.message)
+                    keyed.setdefault((uri, PROBLEMS), []).append(
+                        _problem(uri, "packet", item.number, None, item.message))
                 elif item.sport in ports or item.dport in ports:
                     ends = sorted([(item.src, item.sport), (item.dst, item.dport)])
-                    yield (uri, *ends[0], *ends[1]), item
+                    keyed.setdefault((uri, *ends[0], *ends[1]), []).append(item)
         except CaptureError as exc:
             damage.append(exc)
     for exc in damage:
-        yield (uri, PROBLEMS), _problem(uri, "capture", exc.offset, None, str(exc))
+        keyed.setdefault((uri, PROBLEMS), []).append(_problem(uri, "capture", exc.offset, None, str(exc)))
+    return iter(keyed.items())
+
+
+def _without_records(doc: dict[str, Any], batches: list[dict[str, Any]]) -> None:
+    """Null the records fields (base64 of raw batches) that `batches` summarise, in place."""
+    for field in batches:
+        *parents, leaf = field["path"].split("/")[1:]
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[leaf] = None
 
 
 def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
     doc = exchange.to_json()
+    batches = doc.get("recordBatches", [])
+    _without_records(doc, batches)
     request, response = exchange.request, exchange.response
     groups = sorted(exchange.group_ids())
     member = getattr(request, "member_id", None) or getattr(response, "member_id", None) or None
@@ -89,15 +105,17 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
         "response_error": exchange.response_error,
         "request_json": None if doc["request"] is None else orjson.dumps(doc["request"]).decode(),
         "response_json": None if doc.get("response") is None else orjson.dumps(doc["response"]).decode(),
+        "record_batches_json": orjson.dumps(batches).decode() if batches else None,
     }
 
 
-def connection_rows(key: Any, items: Iterable[Any], ports: frozenset[int]) -> tuple[list[dict], list[dict]]:
-    """(exchange rows, problem rows) of one connection key's segments, or of a key's problems."""
+def connection_rows(key: Any, parts: Iterable[list[Any]], ports: frozenset[int]) -> tuple[list[dict], list[dict]]:
+    """(exchange rows, problem rows) of one connection key's segments (a list per split), or of a
+    key's problems."""
     if key[1] == PROBLEMS:
-        return [], list(items)
+        return [], [row for part in parts for row in part]
     uri = key[0]
-    segments: list[TcpSegment] = sorted(items, key=lambda s: s.number)
+    segments = sorted(TcpSegment(*fields) for part in parts for fields in part)  # by packet number
     capture = decode_segments(segments, ports)
     rows = [exchange_row(uri, e) for e in capture]
     problems = [_problem(uri, "orphan response", o.frame.first, o.frame.size + 4,

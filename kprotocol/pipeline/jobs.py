@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kprotocol.pipeline.capture_rows import CAPTURE_SUFFIXES, connection_rows, keyed_segments, plan_capture
-from kprotocol.pipeline.files import list_inputs
+from kprotocol.pipeline.files import InputFile, list_inputs
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
@@ -91,12 +91,15 @@ def plan_captures(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
 
 
 def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, int]]]:
-    def run(index: int, groups: Iterable[tuple[Any, Iterable[Any]]]) -> Iterable[tuple[str, int]]:
+    def run(index: int, pairs: Iterable[tuple[Any, Any]]) -> Iterable[tuple[str, int]]:
         exchanges: list[dict[str, Any]] = []
         problems: list[dict[str, Any]] = []
         connections = 0
         with paused_gc():
-            for key, items in groups:
+            groups: dict[Any, list[Any]] = {}
+            for key, part in pairs:  # this partition's connections, a list of segments per split
+                groups.setdefault(key, []).append(part)
+            for key, items in groups.items():
                 rows, found = connection_rows(key, items, ports)
                 exchanges += rows
                 problems += found
@@ -115,7 +118,9 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     parallel, their segments shuffled by connection, each connection decoded whole in one task."""
     spark = spark or spark_session(master)
     sc = spark.sparkContext
-    splits = plan_captures(paths, split_bytes)
+    files = {f.uri: f.size for f in list_inputs(paths, CAPTURE_SUFFIXES)}
+    splits = [s for uri, size in files.items() for s in plan_capture(InputFile(uri, size, None, None), split_bytes)]
+    sizes = [files[uri] for uri, _ in splits]
     reset(out, CAPTURE_TABLES, prefix="capture")
     kafka_ports = frozenset(ports)
     counts: Counter[str] = Counter(splits=len(splits))
@@ -124,8 +129,13 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
             write_part(out, table, 0, [], prefix="capture")
         return dict(counts)
     keyed = sc.parallelize(splits, len(splits)).flatMap(lambda s: keyed_segments(s[0], s[1], kafka_ports))
-    grouped = keyed.groupByKey(max(1, partitions or sc.defaultParallelism))
-    for name, n in grouped.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect():
+    # More partitions than cores (connections differ wildly in size, small tasks balance the cores),
+    # and about 32 MiB of capture each. partitionBy moves the pairs without PySpark's Python-side
+    # combining of groupByKey; each task groups its own partition.
+    total = sum((split.end or size) - split.offset for (_, split), size in zip(splits, sizes))
+    count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
+    shuffled = keyed.partitionBy(max(1, count))
+    for name, n in shuffled.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect():
         counts[name] += n
     return dict(counts)
 

@@ -48,7 +48,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("duration_ms", I64), ("trigger", STR), ("members_before", STRS), ("members_after", STRS),
         ("tasks_moved", I32), ("warmup_tasks", I32), ("probing", BOOL)]),
     # Request/response exchanges decoded from packet captures (kprotocol.capture), one row each;
-    # times in seconds since the epoch, bodies as Kafka JSON.
+    # times in seconds since the epoch, bodies as Kafka JSON with `records` fields null: their
+    # batches are summarised in record_batches_json (`recordBatches` of `capture decode`).
     "exchanges": pa.schema([
         ("source", STR), ("conn", STR), ("correlation_id", I32), ("api_key", I32), ("api_name", STR),
         ("api_version", I32), ("client_id", STR), ("group", STR), ("member_id", STR), ("request_time", F64),
@@ -56,7 +57,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("request_first_packet", I64), ("request_last_packet", I64), ("response_first_packet", I64),
         ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("flags", STRS),
         ("no_response_reason", STR), ("request_error", STR), ("response_error", STR), ("request_json", STR),
-        ("response_json", STR)]),
+        ("response_json", STR), ("record_batches_json", STR)]),
     # Anything that could not be read: corrupt or truncated batches, undecodable records; from
     # captures also damaged packets, gaps, unframed bytes and orphan responses.
     "problems": pa.schema([
