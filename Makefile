@@ -46,8 +46,11 @@ fuzz-asan: $(STAMP)
 	rm -rf $(ASAN) && mkdir -p $(ASAN) && cp -r kprotocol compat $(ASAN)/ && rm -f $(ASAN)/kprotocol/_speedups*.so
 	cd $(ASAN) && CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" LDFLAGS="-fsanitize=address" \
 		$(CURDIR)/$(BIN)/python $(CURDIR)/setup.py -q build_ext --inplace
-	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \
-		PYTHONPATH=$(ASAN) $(BIN)/python -m kprotocol.fuzz $(FAMILY) --seconds $(SECONDS)
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \
+		KPROTOCOL_FUZZ_ROOT=$(CURDIR) $(CURDIR)/$(BIN)/python -c 'import kprotocol._speedups as s; assert "/$(ASAN)/" in s.__file__, s.__file__' && \
+		ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \
+		KPROTOCOL_FUZZ_ROOT=$(CURDIR) $(CURDIR)/$(BIN)/python -m kprotocol.fuzz $(FAMILY) --seconds $(SECONDS) \
+		--corpus $(CURDIR)/build/fuzz/corpus/$(FAMILY)
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec.py

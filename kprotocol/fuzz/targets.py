@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import logging
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from kprotocol.errors import DecodeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(os.environ.get("KPROTOCOL_FUZZ_ROOT") or Path(__file__).resolve().parents[2])  # the checkout
 FIXTURES = ROOT / "fixtures"
 SHARED = ROOT.parent / "shared"
 MAX_SEED = 64 << 10  # longer seeds are cut: the fuzzer mutates them anyway

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from kprotocol.capture.cli import parse_ports
-from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES
 from kprotocol.tools.jsontext import dumps
 
 
@@ -21,7 +20,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory of the Parquet tables")
     parser.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
     parser.add_argument("--partitions", type=int, help="Spark partitions (default: one per split)")
-    parser.add_argument("--split-mb", type=float, default=DEFAULT_SPLIT_BYTES / (1 << 20),
+    parser.add_argument("--split-mb", type=float, default=64,
                         help="target split size in MiB (default: %(default)s)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="Spark's progress bar on stderr (default: on a terminal)")
@@ -46,7 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kprotocol.pipeline import jobs
+    try:
+        from kprotocol.pipeline import jobs
+    except ImportError as exc:
+        sys.stderr.write(f"kprotocol: error: the pipeline needs the `pipeline` extra "
+                         f"(pip install 'kprotocol[pipeline]'): {exc}\n")
+        return 2
 
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     spark = jobs.spark_session(args.master, progress=progress)
@@ -65,7 +69,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from kprotocol.pipeline.report import write_report
+    try:
+        from kprotocol.pipeline.report import write_report
+    except ImportError as exc:
+        sys.stderr.write(f"kprotocol: error: the report needs the `pipeline` extra "
+                         f"(pip install 'kprotocol[pipeline]'): {exc}\n")
+        return 2
 
     groups = write_report(args.dir, Path(args.out), groups=args.group)
     print(dumps({"out": args.out, "groups": groups}))
