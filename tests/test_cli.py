@@ -36,7 +36,8 @@ def test_demo_decodes_the_sample_session() -> None:
     docs = [json.loads(line) for line in result.stdout.splitlines()]
     frames = [d for d in docs if d.get("direction") in ("request", "response")]
     records = [d for d in docs if "key" in d]
-    assert records and docs[-1]["groups"]  # the __consumer_offsets segment, then the rebuilt state
+    assert records and docs[-2]["groups"]  # the __consumer_offsets segment, then the rebuilt state
+    assert docs[-1]["connections"] == 42  # and the summary of the sample capture
     assert len(frames) == 14 and not [d for d in frames if "error" in d]
     join = next(d for d in frames if d["api"] == "JoinGroupRequest")
     protocol = join["body"]["protocols"][0]
