@@ -8,6 +8,7 @@ import os
 import sys
 
 import kprotocol
+from kprotocol.tools.inputs import UsageError
 
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `func` set as the default.
 COMMAND_MODULES = (
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except UsageError as exc:
+        sys.stderr.write(f"kprotocol: error: {exc}\n")
+        return USER_ERROR
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:  # a user mistake: one line
         reason = exc.strerror if exc.filename else str(exc)
         where = f"{exc.filename}: " if exc.filename else ""

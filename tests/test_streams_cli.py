@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kprotocol.streams import cli
+from kprotocol.tools.inputs import UsageError
 
 SUBSCRIPTION_V12_PROBE = "0000000c0000000c"
 ASSIGNMENT_V11 = (
@@ -49,4 +50,5 @@ def test_undecodable_input_reports_each_attempt(capsys: pytest.CaptureFixture[st
     assert run("0000000c") == 1
     err = capsys.readouterr().err
     assert "SubscriptionInfo" in err and "AssignmentInfo" in err
-    assert run("zz") == 2
+    with pytest.raises(UsageError, match="neither hex nor base64"):  # kprotocol prints it and exits 2
+        run("zz!")

@@ -20,8 +20,11 @@ def handler(args: argparse.Namespace) -> int:
         with open(args.scenario, encoding="utf-8") as f:
             scenario = json.load(f)
         result = assign_scenario(scenario)
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"kprotocol assign: cannot read {args.scenario}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"kprotocol: error: {args.scenario}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"kprotocol: error: {args.scenario}: not JSON: {exc}", file=sys.stderr)
         return 2
     except (ScenarioError, TaskAssignmentError) as exc:
         print(f"kprotocol assign: {exc}", file=sys.stderr)

@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from kprotocol.errors import DecodeError
 from kprotocol.streams.assignment import AssignmentInfo
 from kprotocol.streams.subscription import SubscriptionInfo
+from kprotocol.tools.inputs import read_payload
 from kprotocol.tools.jsontext import dumps
 
 KINDS: dict[str, type[SubscriptionInfo] | type[AssignmentInfo]] = {
     "subscription": SubscriptionInfo,
     "assignment": AssignmentInfo,
 }
-
-
-def read_input(arg: str) -> bytes:
-    """HEX on the command line, or @file holding hex text or raw bytes."""
-    if not arg.startswith("@"):
-        return bytes.fromhex(arg)
-    raw = Path(arg[1:]).read_bytes()
-    try:
-        return bytes.fromhex(raw.decode("ascii"))
-    except ValueError:
-        return raw
 
 
 def describe(info: SubscriptionInfo | AssignmentInfo, detected: bool) -> dict[str, Any]:
@@ -52,15 +41,9 @@ def decode(data: bytes, kind: str | None) -> tuple[dict[str, Any] | None, list[s
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        data = read_input(args.data)
-    except (OSError, ValueError) as exc:
-        print(f"cannot read input: {exc}", file=sys.stderr)
-        return 2
-    doc, errors = decode(data, args.kind)
+    doc, errors = decode(read_payload(args.data), args.kind)
     if doc is None:
-        for error in errors:
-            print(error, file=sys.stderr)
+        print("kprotocol: not Kafka Streams userdata: " + "; ".join(errors), file=sys.stderr)
         return 1
     print(dumps(doc, 2))
     return 0
@@ -70,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("streams-userdata", help="decode Kafka Streams rebalance userdata")
     actions = parser.add_subparsers(dest="action", required=True)
     decode_parser = actions.add_parser("decode", help="decode a SubscriptionInfo or AssignmentInfo")
-    decode_parser.add_argument("data", help="hex bytes, or @file with hex text or raw bytes")
+    decode_parser.add_argument("data", metavar="PAYLOAD", help="hex or base64 bytes, @file (raw, hex or base64) or - for stdin")
     decode_parser.add_argument(
         "--kind", choices=sorted(KINDS), help="what the bytes are (default: try subscription, then assignment)"
     )

@@ -1,45 +1,62 @@
-"""`kprotocol message decode|encode`: one message body between hex and Kafka's JSON shape."""
+"""`kprotocol message decode|encode|list`: one message body between bytes and Kafka's JSON shape,
+and the list of every message kprotocol knows."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from kprotocol.errors import DecodeError, EncodeError
-from kprotocol.registry import message_class
+from kprotocol.registry import message_class, spec_names
+from kprotocol.tools.inputs import UsageError, checked_version, message_type, read_payload, read_text
 from kprotocol.tools.jsontext import dumps
 
 
-def read_arg(value: str) -> str:
-    """A literal argument, `@path` for a file's contents, or `-` for standard input."""
-    if value == "-":
-        return sys.stdin.read()
-    if value.startswith("@"):
-        return Path(value[1:]).read_text(encoding="utf-8")
-    return value
-
-
 def decode(args: argparse.Namespace) -> int:
-    cls = message_class(args.name)
+    cls = message_type(args.name)
+    version = checked_version(cls, args.version)
+    data = read_payload(args.hex)
     try:
-        data = bytes.fromhex("".join(read_arg(args.hex).split()))
-        doc = cls.decode(data, args.version).to_json(args.version)
-    except (DecodeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        doc = cls.decode(data, version).to_json(version)
+    except DecodeError as exc:
+        print(f"kprotocol: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(dumps(doc, 2 if args.pretty else None))
     return 0
 
 
 def encode(args: argparse.Namespace) -> int:
-    cls = message_class(args.name)
+    cls = message_type(args.name)
+    version = checked_version(cls, args.version)
     try:
-        print(cls.from_json(json.loads(read_arg(args.json)), args.version).encode(args.version).hex())
+        doc = json.loads(read_text(args.json))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"not JSON: {exc}") from None
+    try:
+        print(cls.from_json(doc, version).encode(version).hex())
     except (EncodeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"kprotocol: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def list_messages(args: argparse.Namespace) -> int:
+    rows = []
+    for name in spec_names():
+        cls = message_class(name)
+        rows.append({"name": name, "type": cls.spec_type, "apiKey": cls.api_key,
+                     "validVersions": list(cls.valid_versions),
+                     "flexibleVersions": list(cls.flexible_versions) if cls.flexible_versions else None})
+    if args.format == "table":
+        print(f"{'name':<48} {'type':<18} {'key':>4} {'versions':>9} {'flexible':>9}")
+        for r in rows:
+            flexible = "-" if r["flexibleVersions"] is None else f"{r['flexibleVersions'][0]}+"
+            key = "-" if r["apiKey"] is None else str(r["apiKey"])
+            print(f"{r['name']:<48} {r['type']:<18} {key:>4} {'{}-{}'.format(*r['validVersions']):>9} {flexible:>9}")
+    else:
+        for r in rows:
+            print(dumps(r))
     return 0
 
 
@@ -49,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dec = actions.add_parser("decode", help="hex body -> JSON")
     dec.add_argument("name", help="spec name, e.g. JoinGroupRequest")
     dec.add_argument("version", type=int)
-    dec.add_argument("hex", help="hex bytes, @file or - for stdin")
+    dec.add_argument("hex", metavar="PAYLOAD", help="hex or base64 bytes, @file or - for stdin")
     dec.add_argument("--pretty", action="store_true")
     dec.set_defaults(func=decode)
     enc = actions.add_parser("encode", help="JSON -> hex body")
@@ -57,3 +74,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     enc.add_argument("version", type=int)
     enc.add_argument("json", help="JSON text, @file or - for stdin")
     enc.set_defaults(func=encode)
+    listing = actions.add_parser("list", help="every message: name, type, api key, versions")
+    listing.add_argument("--format", choices=["json", "table"], default="json")
+    listing.set_defaults(func=list_messages)

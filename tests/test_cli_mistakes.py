@@ -1,0 +1,64 @@
+"""Every command, given the everyday mistakes: one line on stderr (no traceback), and the documented
+exit code: 2 for a usage mistake (missing file, directory, unknown name, bad input, unknown version),
+1 for input that was read but does not decode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MISSING = "/nonexistent/kprotocol-input"
+
+USAGE_MISTAKES = [
+    ["message", "decode", "HeartbeatRequst", "0", "00"],
+    ["message", "decode", "HeartbeatRequest", "99", "00"],
+    ["message", "decode", "HeartbeatRequest", "0", "not hex!"],
+    ["message", "decode", "HeartbeatRequest", "0", f"@{MISSING}"],
+    ["message", "encode", "HeartbeatRequest", "0", "{not json"],
+    ["streams-userdata", "decode", "not hex!"],
+    ["streams-userdata", "decode", f"@{MISSING}"],
+    ["frames", "decode", MISSING, MISSING],
+    ["frames", "decode", "/tmp", "/tmp"],
+    ["offsets", "decode", MISSING],
+    ["offsets", "state", MISSING],
+    ["assign", MISSING],
+    ["capture", "decode", MISSING],
+    ["capture", "decode", "/tmp"],
+    ["capture", "summary", MISSING],
+    ["capture", "decode", "x.pcap", "--ports", "http"],
+    ["capture", "decode", "x.pcap", "--api", "NoSuchApi"],
+]
+DATA_ERRORS = [
+    ["message", "decode", "HeartbeatRequest", "0", "0003617070"],
+    ["streams-userdata", "decode", "00010203"],
+]
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kprotocol", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+@pytest.mark.parametrize("args", USAGE_MISTAKES, ids=lambda a: " ".join(a)[:60])
+def test_usage_mistakes_give_one_line_and_exit_2(args: list[str]) -> None:
+    result = _run(args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line and not line.startswith(("usage:", " "))]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "error" in lines[0]
+
+
+@pytest.mark.parametrize("args", DATA_ERRORS, ids=lambda a: " ".join(a)[:60])
+def test_undecodable_input_gives_one_line_and_exit_1(args: list[str]) -> None:
+    result = _run(args)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_version_and_message_list() -> None:
+    assert _run(["--version"]).stdout.startswith("kprotocol ")
+    names = _run(["message", "list"]).stdout.splitlines()
+    assert len(names) > 250 and '"name": "StreamsGroupHeartbeatRequest"' in "".join(names)
