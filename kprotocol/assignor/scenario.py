@@ -44,6 +44,10 @@ def _count(configs: Mapping[str, Any], key: str, default: int | None) -> int | N
     return value
 
 
+MAX_TASKS = 1_000_000  # far beyond any Streams application; refuses absurd sizes before allocating them
+MAX_REPLICAS = 1_000    # standby and warm-up replicas
+
+
 def parse_configs(raw: Any) -> AssignmentConfigs:
     _require(isinstance(raw, dict), "configs must be an object")
     strategy = raw.get("rack.aware.assignment.strategy") or "none"
@@ -51,6 +55,9 @@ def parse_configs(raw: Any) -> AssignmentConfigs:
     tags = raw.get("rack.aware.assignment.tags") or []
     _require(isinstance(tags, list) and all(isinstance(t, str) for t in tags),
              "rack.aware.assignment.tags must be a list of strings")
+    for name in ("num.standby.replicas", "max.warmup.replicas"):
+        value = _count(raw, name, 0)
+        _require(value <= MAX_REPLICAS, f"{name} {value} is absurd (at most {MAX_REPLICAS})")
     return AssignmentConfigs(
         acceptable_recovery_lag=_count(raw, "acceptable.recovery.lag", 10_000),
         max_warmup_replicas=_count(raw, "max.warmup.replicas", 2),
@@ -91,6 +98,8 @@ def parse_tasks(raw: Any, racks: dict[str, list[frozenset[str] | None]]) -> dict
         count = sub.get("partitions")
         _require(isinstance(count, int) and not isinstance(count, bool) and count >= 0,
                  f"subtopology {sid!r}: partitions must be a non-negative integer, got {count!r}")
+        _require(len(tasks) + count <= MAX_TASKS,
+                 f"subtopology {sid!r}: {len(tasks) + count} tasks in all is absurd (at most {MAX_TASKS})")
         sources, changelogs = sub.get("source_topics") or [], sub.get("changelog_topics") or []
         _require(all(isinstance(t, str) for t in [*sources, *changelogs]),
                  f"subtopology {sid!r}: topic names must be strings")

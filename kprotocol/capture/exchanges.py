@@ -289,6 +289,15 @@ class Connection:
             self.closed = self.fins >= 2
         return self._ready()
 
+    def stream_bytes(self, from_client: bool, offset: int, data: bytes) -> list[Exchange]:
+        """Feed bytes of one direction's stream directly (no TCP underneath: recorded byte streams)."""
+        chunk = StreamChunk(offset, data, 0, 0.0)
+        if from_client:
+            self._request_events(self.requests.chunk(chunk))
+        else:
+            self._response_events(self.responses.chunk(chunk))
+        return self._ready()
+
     def finish(self) -> list[Exchange]:
         """The connection closed or the capture ended: settle every request still waiting."""
         for event in self.up.finish():

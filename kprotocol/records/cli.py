@@ -15,12 +15,13 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, record_types
 from kprotocol.coordinator.state import GroupStateBuilder
 from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch
 from kprotocol.records.segment import SegmentProblem, read_logs, segment_files
+from kprotocol.tools.inputs import UsageError
 from kprotocol.tools.jsontext import dumps
 
 PROGRESS_THRESHOLD = 8 * 1024 * 1024
@@ -32,12 +33,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decode = actions.add_parser("decode", help="one JSON line per record")
     decode.add_argument("--topic", default=CONSUMER_OFFSETS,
                         choices=[CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE])
+    decode.add_argument("--type", action="append", metavar="NAME|NUMBER",
+                        help="only this record type, e.g. GroupMetadata or 2 (repeatable)")
+    decode.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    decode.add_argument("--pretty", action="store_true", help="indented JSON")
     state = actions.add_parser("state", help="the latest state of every group, as JSON")
     for parser in (decode, state):
-        parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="segment file or directory")
+        parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                            help="segment file, partition directory, or a Kafka data directory (its TOPIC-N "
+                                 "partitions are found)")
         parser.add_argument("--group", help="only this group")
         parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                            help="progress bar on stderr (default: for inputs over 8 MiB)")
+                            help="progress bar on stderr (default: on a terminal, for inputs over 8 MiB)")
     decode.set_defaults(func=lambda args: run_decode(args, sys.stdout, sys.stderr))
     state.set_defaults(func=lambda args: run_state(args, sys.stdout, sys.stderr))
 
@@ -45,10 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _batches(
     args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO
 ) -> Iterator[tuple[Path, RecordBatch]]:
-    total = sum(f.stat().st_size for p in args.paths for f in segment_files(p))
-    show = total >= PROGRESS_THRESHOLD if args.progress is None else args.progress
+    topic = getattr(args, "topic", CONSUMER_OFFSETS)
+    files = [f for p in args.paths for f in segment_files(p, topic)]
+    if not files:
+        raise UsageError(f"no {topic} segments under {', '.join(map(str, args.paths))}")
+    total = sum(f.stat().st_size for f in files)
+    terminal = hasattr(err, "isatty") and err.isatty()
+    show = terminal and total >= PROGRESS_THRESHOLD if args.progress is None else args.progress
     with tqdm(total=total, unit="B", unit_scale=True, disable=not show, file=err) as bar:
-        for file, entry in read_logs(args.paths):
+        for file, entry in read_logs(files):
             if isinstance(entry, SegmentProblem):
                 problems.append(entry)
                 bar.update(entry.length)
@@ -69,12 +81,49 @@ def _record_problem(decoded: dict[str, Any]) -> str | None:
     return None
 
 
+def type_names(topic: str) -> dict[int, str]:
+    """Record type -> its name (`GroupMetadata`, `StreamsGroupTopology`...): the key spec without `Key`."""
+    return {t: r.key.__name__.removesuffix("Key") for t, r in record_types(topic).items()}
+
+
+def _wanted_types(args: argparse.Namespace, names: dict[int, str]) -> set[int] | None:
+    if not getattr(args, "type", None):
+        return None
+    by_name = {name.lower(): number for number, name in names.items()}
+    wanted = set()
+    for given in args.type:
+        number = int(given) if given.lstrip("-").isdigit() else by_name.get(given.lower())
+        if number is None or number not in names:
+            raise UsageError(f"unknown record type {given!r} (known: {', '.join(f'{n} {t}' for t, n in sorted(names.items()))})")
+        wanted.add(number)
+    return wanted
+
+
+def batch_fields(batch: RecordBatch) -> dict[str, Any]:
+    """The batch a record sits in, as kafka-dump-log shows it."""
+    return {"baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "position": batch.byte_offset,
+            "createTime": batch.max_timestamp, "size": batch.size, "compression": batch.compression.label,
+            "crc": batch.crc, "isValid": True, "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
+            "partitionLeaderEpoch": batch.partition_leader_epoch, "isTransactional": batch.is_transactional,
+            "isControl": batch.is_control}
+
+
 def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[SegmentProblem] = []
     record_problems: list[str] = []
+    names = type_names(args.topic)
+    wanted = _wanted_types(args, names)
+    limit = getattr(args, "max_records", None)
+    indent = 2 if getattr(args, "pretty", False) else None
+    written = 0
     for file, batch in _batches(args, problems, err):
+        if limit is not None and written >= limit:
+            break
         for record in batch.records:
-            line: dict[str, Any] = {"segment": str(file), "offset": record.offset, "timestamp": record.timestamp}
+            if limit is not None and written >= limit:
+                break
+            line: dict[str, Any] = {"segment": str(file), "offset": record.offset, "timestamp": record.timestamp,
+                                    "batch": batch_fields(batch)}
             if batch.is_transactional:
                 line["producerId"] = batch.producer_id
             if batch.is_control:
@@ -92,11 +141,18 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 decoded = decode_record(record.key, record.value, topic=args.topic)
                 if args.group and _group_of(decoded) != args.group:
                     continue
+                record_type = decoded["key"].get("type")
+                if wanted is not None and record_type not in wanted:
+                    continue
+                line["recordType"] = names.get(record_type)
                 problem = _record_problem(decoded)
                 if problem:
                     record_problems.append(f"{file}: record at offset {record.offset}: {problem}")
                 line.update(decoded)
-            out.write(dumps(line) + "\n")
+            if batch.is_control and wanted is not None:
+                continue
+            out.write(dumps(line, indent) + "\n")
+            written += 1
     return _summarize(problems, record_problems, err)
 
 

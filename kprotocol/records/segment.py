@@ -77,12 +77,23 @@ def _next_valid_batch(data: bytes | mmap.mmap, start: int, max_decompressed: int
     return None
 
 
-def segment_files(path: Path) -> list[Path]:
-    """`path` itself, or a directory's `.log` segments in base-offset order."""
-    if path.is_dir():
-        logs = [p for p in path.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
+def segment_files(path: Path, topic: str | None = None) -> list[Path]:
+    """`path` itself; a partition directory's `.log` segments in base-offset order; or, for a Kafka
+    data directory, the segments of its `TOPIC-N` partition directories (every topic when `topic`
+    is None), partition by partition."""
+    if not path.is_dir():
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return [path]
+    logs = [p for p in path.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
+    if logs:
         return sorted(logs, key=lambda p: int(p.stem))
-    return [path]
+    partitions = []
+    for child in path.iterdir():
+        name, _, number = child.name.rpartition("-")
+        if child.is_dir() and number.isdigit() and (topic is None or name == topic):
+            partitions.append((name, int(number), child))
+    return [log for _, _, child in sorted(partitions) for log in segment_files(child)]
 
 
 def read_segment(path: Path | str, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[LogEntry]:
@@ -95,9 +106,9 @@ def read_segment(path: Path | str, *, max_decompressed: int = DEFAULT_MAX_DECOMP
             yield from read_segment_bytes(data, str(path), max_decompressed=max_decompressed)
 
 
-def read_logs(paths: Iterable[Path | str], **options: int) -> Iterator[tuple[Path, LogEntry]]:
-    """(segment file, entry) for every segment file or directory of segments given."""
+def read_logs(paths: Iterable[Path | str], topic: str | None = None, **options: int) -> Iterator[tuple[Path, LogEntry]]:
+    """(segment file, entry) for every segment file, partition directory or data directory given."""
     for given in paths:
-        for file in segment_files(Path(given)):
+        for file in segment_files(Path(given), topic):
             for entry in read_segment(file, **options):
                 yield file, entry

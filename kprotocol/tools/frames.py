@@ -1,43 +1,66 @@
-"""`kprotocol frames decode CLIENT SERVER`: decode the two byte streams of one Kafka connection."""
+"""`kprotocol frames decode CLIENT SERVER`: the exchanges of one Kafka connection's two byte streams.
+
+The streams are framed and paired as captures are (`kprotocol.capture.exchanges`): a bad or lost
+size prefix is skipped by resynchronising on the next frame that decodes, responses are paired
+with their requests by correlation id, and each exchange is printed as soon as it is complete.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
-from kprotocol.conversation import Conversation
+from kprotocol.capture.exchanges import Connection, Exchange
 from kprotocol.tools.jsontext import dumps
 
+CHUNK = 1 << 20
+CAPTURE_ONLY = ("requestFrames", "responseFrames", "requestTime", "responseTime")
 
-def decode_streams(client: bytes, server: bytes) -> Iterator[dict[str, Any]]:
-    """JSON documents for every request, then every response, of one connection."""
-    conv = Conversation()
-    events = conv.client_bytes(client) + conv.server_bytes(server)
-    yield from (event.to_json() for event in events)
-    for direction, reader in (("request", conv.client), ("response", conv.server)):
-        if reader.pending:
-            yield {"direction": direction, "offset": reader.offset, "error": f"{reader.pending} bytes of an incomplete frame at the end"}
+
+def _document(exchange: Exchange) -> dict[str, Any]:
+    doc = {k: v for k, v in exchange.to_json().items() if k not in CAPTURE_ONLY and k != "conn"}
+    doc["requestOffset"] = exchange.request_frame.offset
+    if exchange.response_frame is not None:
+        doc["responseOffset"] = exchange.response_frame.offset
+    return doc
+
+
+def decode_streams(client: Path, server: Path) -> Iterator[dict[str, Any]]:
+    """One JSON document per exchange (and per problem), in request order, as they complete."""
+    connection = Connection(("client", 0), ("server", 0), 0, synced=True)
+    for from_client, path in ((True, client), (False, server)):
+        with path.open("rb") as stream:
+            offset = 0
+            while data := stream.read(CHUNK):
+                yield from map(_document, connection.stream_bytes(from_client, offset, data))
+                offset += len(data)
+    yield from map(_document, connection.finish())
+    for orphan in connection.orphans:
+        yield {"error": f"response with correlation id {orphan.correlation_id} has no request",
+               "responseOffset": orphan.frame.offset, "responseSize": orphan.frame.size}
+    for problem in connection.problems:
+        yield {"error": f"{problem.direction} stream: {problem.length} bytes {problem.reason}",
+               f"{problem.direction}Offset": problem.offset}
 
 
 def run(client: Path, server: Path, out: IO[str]) -> int:
     bad = 0
-    for doc in decode_streams(client.read_bytes(), server.read_bytes()):
-        bad += "error" in doc
+    for doc in decode_streams(client, server):
+        bad += "error" in doc or "requestError" in doc or "responseError" in doc
         out.write(dumps(doc) + "\n")
     if bad:
-        print(f"{bad} frame(s) could not be decoded", file=sys.stderr)
+        print(f"kprotocol: {bad} frame(s) or stretches could not be decoded (see the lines with an error)",
+              file=sys.stderr)
     return 1 if bad else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     frames = subparsers.add_parser("frames", help="decode Kafka request/response byte streams")
     actions = frames.add_subparsers(dest="action", required=True)
-    decode = actions.add_parser("decode", help="decode one connection's client and server byte streams")
+    decode = actions.add_parser("decode", help="one connection's client and server byte streams -> exchanges")
     decode.add_argument("client", type=Path, help="bytes the client sent (size-prefixed requests)")
     decode.add_argument("server", type=Path, help="bytes the broker sent (size-prefixed responses)")
     decode.set_defaults(func=lambda args: run(args.client, args.server, sys.stdout))
-
-
-
