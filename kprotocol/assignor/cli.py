@@ -6,10 +6,15 @@ import argparse
 import json
 import sys
 
+from kprotocol.tools.tables import render, tasks
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("assign", help="assign the tasks of a scenario JSON file")
     parser.add_argument("scenario", help="scenario JSON file (format: shared assignor README)")
+    parser.add_argument("--format", choices=["json", "table"], default="json",
+                        help="one JSON document (default) or a table per member")
+    parser.add_argument("--pretty", action="store_true", help="indented JSON")
     parser.set_defaults(func=handler)
 
 
@@ -29,5 +34,13 @@ def handler(args: argparse.Namespace) -> int:
     except (ScenarioError, TaskAssignmentError) as exc:
         print(f"kprotocol assign: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(result, indent=1, sort_keys=True))
+    if args.format == "table":
+        rows = [(member, len(roles.get("active", [])), len(roles.get("standby", [])), len(roles.get("warmup", [])),
+                 tasks(roles.get("active", [])), tasks(roles.get("standby", [])), tasks(roles.get("warmup", [])))
+                for member, roles in sorted(result["members"].items())]
+        sys.stdout.write(render(["member", "active", "standby", "warmup", "active tasks", "standby tasks",
+                                 "warm-up tasks"], rows))
+        sys.stdout.write(f"probing rebalance: {'yes' if result['probing_rebalance'] else 'no'}\n")
+    else:
+        print(json.dumps(result, indent=1 if args.pretty else None, sort_keys=True))
     return 0

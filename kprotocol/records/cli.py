@@ -22,6 +22,7 @@ from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch
 from kprotocol.records.segment import SegmentProblem, read_logs, segment_files
 from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.tables import render
 from kprotocol.tools.jsontext import dumps
 
 PROGRESS_THRESHOLD = 8 * 1024 * 1024
@@ -37,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="only this record type, e.g. GroupMetadata or 2 (repeatable)")
     decode.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
     decode.add_argument("--pretty", action="store_true", help="indented JSON")
-    state = actions.add_parser("state", help="the latest state of every group, as JSON")
+    state = actions.add_parser("state", help="the latest state of every group, as JSON (or a table)")
+    state.add_argument("--format", choices=["json", "table"], default="json")
+    state.add_argument("--pretty", action="store_true", help="indented JSON")
     for parser in (decode, state):
         parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                             help="segment file, partition directory, or a Kafka data directory (its TOPIC-N "
@@ -167,8 +170,27 @@ def run_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state["pendingTransactionalOffsets"] = [
             p for p in state["pendingTransactionalOffsets"] if p["group"] == args.group]
     state["segmentProblems"] = [p.to_dict() for p in problems]
-    out.write(dumps(state, getattr(args, "indent", 2)) + "\n")
+    if getattr(args, "format", "json") == "table":
+        out.write(_state_table(state))
+    else:
+        out.write(dumps(state, 2 if getattr(args, "pretty", False) else None) + "\n")
     return _summarize(problems, state["problems"], err)
+
+
+def _state_table(state: dict[str, Any]) -> str:
+    """One row per group: its protocol, epoch or generation, members and committed offsets."""
+    rows = []
+    for group, doc in sorted(state["groups"].items()):
+        kind = doc["type"]
+        body = doc.get(kind) if isinstance(doc.get(kind), dict) else {}
+        metadata = body.get("metadata") or {}
+        epoch = metadata.get("epoch", metadata.get("generation"))
+        members = body.get("members") or metadata.get("members") or {}
+        offsets = doc.get("offsets") or {}
+        partitions = sum(len(p) for p in offsets.values())
+        rows.append((group, kind, epoch, len(members), len(offsets), partitions))
+    return render(["group", "protocol", "epoch/generation", "members", "topics", "committed partitions"], rows,
+                  numeric_from=2)
 
 
 def _summarize(problems: list[SegmentProblem], record_problems: list[str], err: TextIO) -> int:

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if doc is None:
         print("kprotocol: not Kafka Streams userdata: " + "; ".join(errors), file=sys.stderr)
         return 1
-    print(dumps(doc, 2))
+    print(dumps(doc, 2 if args.pretty else None))
     return 0
 
 
@@ -57,4 +57,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decode_parser.add_argument(
         "--kind", choices=sorted(KINDS), help="what the bytes are (default: try subscription, then assignment)"
     )
+    decode_parser.add_argument("--pretty", action="store_true", help="indented JSON")
     decode_parser.set_defaults(func=run)

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"# requests and responses of {session}.client.bin / .server.bin", file=sys.stderr)
         status = frames.run(Path(f"{session}.client.bin"), Path(f"{session}.server.bin"), sys.stdout)
         segment = samples / "consumer-offsets.log"
-        offsets = argparse.Namespace(paths=[segment], group=None, progress=False, topic=CONSUMER_OFFSETS, indent=None)
+        offsets = argparse.Namespace(paths=[segment], group=None, progress=False, topic=CONSUMER_OFFSETS)
         print(f"# records of {segment}", file=sys.stderr)
         status |= run_decode(offsets, sys.stdout, sys.stderr)
         print(f"# group state rebuilt from {segment}", file=sys.stderr)

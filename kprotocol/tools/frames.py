@@ -46,11 +46,11 @@ def decode_streams(client: Path, server: Path) -> Iterator[dict[str, Any]]:
                f"{problem.direction}Offset": problem.offset}
 
 
-def run(client: Path, server: Path, out: IO[str]) -> int:
+def run(client: Path, server: Path, out: IO[str], pretty: bool = False) -> int:
     bad = 0
     for doc in decode_streams(client, server):
         bad += "error" in doc or "requestError" in doc or "responseError" in doc
-        out.write(dumps(doc) + "\n")
+        out.write(dumps(doc, 2 if pretty else None) + "\n")
     if bad:
         print(f"kprotocol: {bad} frame(s) or stretches could not be decoded (see the lines with an error)",
               file=sys.stderr)
@@ -63,4 +63,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decode = actions.add_parser("decode", help="one connection's client and server byte streams -> exchanges")
     decode.add_argument("client", type=Path, help="bytes the client sent (size-prefixed requests)")
     decode.add_argument("server", type=Path, help="bytes the broker sent (size-prefixed responses)")
-    decode.set_defaults(func=lambda args: run(args.client, args.server, sys.stdout))
+    decode.add_argument("--pretty", action="store_true", help="indented JSON")
+    decode.set_defaults(func=lambda args: run(args.client, args.server, sys.stdout, args.pretty))
