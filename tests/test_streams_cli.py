@@ -52,3 +52,14 @@ def test_undecodable_input_reports_each_attempt(capsys: pytest.CaptureFixture[st
     assert "SubscriptionInfo" in err and "AssignmentInfo" in err
     with pytest.raises(UsageError, match="neither hex nor base64"):  # kprotocol prints it and exits 2
         run("zz!")
+
+
+def test_random_bytes_are_not_taken_for_userdata() -> None:
+    """Any 8 bytes parse as a version-probing header: the CLI believes only versions Kafka Streams could send."""
+    import random
+
+    rng = random.Random(11)
+    for _ in range(5000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(4, 80)))
+        doc, errors = cli.decode(data, None)
+        assert doc is None and errors

@@ -8,6 +8,7 @@ from typing import Any
 
 from kprotocol.errors import DecodeError
 from kprotocol.streams.assignment import AssignmentInfo
+from kprotocol.streams.model import LATEST_SUPPORTED_VERSION
 from kprotocol.streams.subscription import SubscriptionInfo
 from kprotocol.tools.inputs import read_payload
 from kprotocol.tools.jsontext import dumps
@@ -29,14 +30,32 @@ def describe(info: SubscriptionInfo | AssignmentInfo, detected: bool) -> dict[st
     }
 
 
+FUTURE_VERSIONS = 8  # how far past the latest known version a probing member's header is believed
+
+
+def implausible(info: SubscriptionInfo | AssignmentInfo) -> str | None:
+    """Why decoded bytes are not believable userdata: any 8 bytes read as a version-probing header of
+    some future version, so the used version must be near the ones Kafka Streams has (the supported
+    version may be anything: Kafka's own edge cases send Integer.MAX_VALUE)."""
+    ceiling = LATEST_SUPPORTED_VERSION + FUTURE_VERSIONS
+    if not 1 <= info.version <= ceiling:
+        return f"version {info.version} is not a plausible Kafka Streams version (1-{ceiling})"
+    return None
+
+
 def decode(data: bytes, kind: str | None) -> tuple[dict[str, Any] | None, list[str]]:
-    """The JSON document of the first kind that decodes, and the errors of those that did not."""
+    """The JSON document of the first kind that decodes plausibly, and why the others did not."""
     errors = []
     for name in [kind] if kind else list(KINDS):
         try:
-            return describe(KINDS[name].decode(data), kind is None), errors
+            info = KINDS[name].decode(data)
         except DecodeError as exc:
             errors.append(f"{KINDS[name].__name__}: {exc}")
+            continue
+        reason = implausible(info)
+        if reason is None:
+            return describe(info, kind is None), errors
+        errors.append(f"{KINDS[name].__name__}: {reason}")
     return None, errors
 
 
