@@ -8,7 +8,6 @@ from typing import Any
 
 from kprotocol.errors import DecodeError
 from kprotocol.streams.assignment import AssignmentInfo
-from kprotocol.streams.model import LATEST_SUPPORTED_VERSION
 from kprotocol.streams.subscription import SubscriptionInfo
 from kprotocol.tools.inputs import read_payload
 from kprotocol.tools.jsontext import dumps
@@ -30,16 +29,15 @@ def describe(info: SubscriptionInfo | AssignmentInfo, detected: bool) -> dict[st
     }
 
 
-FUTURE_VERSIONS = 8  # how far past the latest known version a probing member's header is believed
+MAX_PLAUSIBLE_VERSION = 1000  # a probing member's future version; random bytes land below it 1 time in 4 million
 
 
 def implausible(info: SubscriptionInfo | AssignmentInfo) -> str | None:
     """Why decoded bytes are not believable userdata: any 8 bytes read as a version-probing header of
     some future version, so the used version must be near the ones Kafka Streams has (the supported
     version may be anything: Kafka's own edge cases send Integer.MAX_VALUE)."""
-    ceiling = LATEST_SUPPORTED_VERSION + FUTURE_VERSIONS
-    if not 1 <= info.version <= ceiling:
-        return f"version {info.version} is not a plausible Kafka Streams version (1-{ceiling})"
+    if not 1 <= info.version <= MAX_PLAUSIBLE_VERSION:
+        return f"version {info.version} is not a plausible Kafka Streams version (1-{MAX_PLAUSIBLE_VERSION})"
     return None
 
 
