@@ -145,3 +145,18 @@ def test_hostile_batches_fail_at_read_time_in_bounded_memory() -> None:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert elapsed < 2 and peak < 200 << 20
+
+
+def test_a_batch_over_the_record_limit_is_a_problem_before_inflating() -> None:
+    """A tiny compressed batch that declares millions of records is refused by its header, at every
+    entry point, with the limit configurable."""
+    from kprotocol.errors import DecodeError
+    from kprotocol.records.summary import records_summary
+
+    raw = write_batch([Record(offset=i, timestamp=0, key=None, value=b"") for i in range(300)], compression="zstd")
+    assert [b.count for b in read_batches(raw)] == [300]
+    with pytest.raises(DecodeError, match="exceeds the limit"):
+        list(read_batches(raw, max_records=100))
+    problems = [e for e in read_segment_bytes(raw, max_records=100) if isinstance(e, SegmentProblem)]
+    assert problems and "exceeds the limit" in problems[0].message
+    assert "exceeds the limit" in records_summary(raw, max_records=100)["problems"][0]["error"]

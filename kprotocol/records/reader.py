@@ -69,12 +69,14 @@ def read_batches(
     *,
     verify_crc: bool = True,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    max_records: int = DEFAULT_MAX_RECORDS,
 ) -> Iterator[RecordBatch]:
-    """Every batch in `data` (bytes, or a hex string), in order."""
+    """Every batch in `data` (bytes, or a hex string), in order, one at a time."""
     buf = bytes.fromhex(data) if isinstance(data, str) else bytes(data)
     pos = 0
     while pos < len(buf):
-        batch = read_batch(buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
+        batch = read_batch(buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed,
+                           max_records=max_records)
         yield batch
         pos += batch.size
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from kprotocol.errors import DecodeError, TruncatedError
 from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED
 from kprotocol.records.model import RecordBatch
-from kprotocol.records.reader import LOG_OVERHEAD, MAGIC_OFFSET, MIN_SIZE, read_batch
+from kprotocol.records.reader import DEFAULT_MAX_RECORDS, LOG_OVERHEAD, MAGIC_OFFSET, MIN_SIZE, read_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +38,17 @@ LogEntry = RecordBatch | SegmentProblem
 
 
 def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
-                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[LogEntry]:
-    """Batches and problems of one segment's contents, in file order."""
+                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                       max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[LogEntry]:
+    """Batches and problems of one segment's contents, in file order. A batch over `max_records`
+    records or `max_decompressed` bytes is a problem, reported before anything is inflated."""
     pos = 0
     end = len(data)
     while pos < end:
         try:
-            batch = read_batch(data, pos, max_decompressed=max_decompressed)
+            batch = read_batch(data, pos, max_decompressed=max_decompressed, max_records=max_records)
         except DecodeError as exc:
-            resume = _next_valid_batch(data, pos + 1, max_decompressed)
+            resume = _next_valid_batch(data, pos + 1, max_decompressed, max_records)
             if resume is None:
                 if not any(data[pos:end]):
                     return
@@ -60,7 +62,7 @@ def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
         pos += batch.size
 
 
-def _next_valid_batch(data: bytes | mmap.mmap, start: int, max_decompressed: int) -> int | None:
+def _next_valid_batch(data: bytes | mmap.mmap, start: int, max_decompressed: int, max_records: int) -> int | None:
     end = len(data)
     for pos in range(start, end - LOG_OVERHEAD - 1):
         magic = data[pos + MAGIC_OFFSET] if pos + MAGIC_OFFSET < end else -1
@@ -70,7 +72,7 @@ def _next_valid_batch(data: bytes | mmap.mmap, start: int, max_decompressed: int
         if length < MIN_SIZE[magic] or pos + LOG_OVERHEAD + length > end:
             continue
         try:
-            read_batch(data, pos, max_decompressed=max_decompressed)
+            read_batch(data, pos, max_decompressed=max_decompressed, max_records=max_records)
         except DecodeError:
             continue
         return pos
@@ -96,14 +98,16 @@ def segment_files(path: Path, topic: str | None = None) -> list[Path]:
     return [log for _, _, child in sorted(partitions) for log in segment_files(child)]
 
 
-def read_segment(path: Path | str, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[LogEntry]:
+def read_segment(path: Path | str, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                 max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[LogEntry]:
     """Batches and problems of one segment file."""
     path = Path(path)
     with path.open("rb") as handle:
         if path.stat().st_size == 0:
             return
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            yield from read_segment_bytes(data, str(path), max_decompressed=max_decompressed)
+            yield from read_segment_bytes(data, str(path), max_decompressed=max_decompressed,
+                                          max_records=max_records)
 
 
 def read_logs(paths: Iterable[Path | str], topic: str | None = None, **options: int) -> Iterator[tuple[Path, LogEntry]]:

@@ -16,7 +16,7 @@ from typing import Any
 from kprotocol.errors import DecodeError
 from kprotocol.records.errors import ChecksumError
 from kprotocol.records.model import Record, RecordBatch
-from kprotocol.records.reader import batch_extent, read_batch
+from kprotocol.records.reader import DEFAULT_MAX_RECORDS, batch_extent, read_batch
 
 MAX_BYTES = 64
 PREFIX = 16
@@ -48,16 +48,16 @@ def batch_summary(batch: RecordBatch, crc_valid: bool, max_bytes: int = MAX_BYTE
             "records": [_record(r, max_bytes) for r in batch.records]}
 
 
-def records_summary(data: bytes, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+def records_summary(data: bytes, max_bytes: int = MAX_BYTES, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any]:
     batches: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
     pos = 0
     while pos < len(data):
         try:
             try:
-                batch, crc_valid = read_batch(data, pos), True
+                batch, crc_valid = read_batch(data, pos, max_records=max_records), True
             except ChecksumError:
-                batch, crc_valid = read_batch(data, pos, verify_crc=False), False
+                batch, crc_valid = read_batch(data, pos, verify_crc=False, max_records=max_records), False
         except DecodeError as exc:
             try:
                 size = batch_extent(data, pos)
