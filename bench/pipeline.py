@@ -115,7 +115,7 @@ def offsets(size_mb: int, partitions: int, split_mb: int) -> None:
         runs = {cores: spark(work / "data", cores, split_mb << 20) for cores in (1, 2)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n| run | seconds | records/s | MB/s |\n|---|---|---|---|")
+    print("\n| run | seconds | records/s | MB/s |\n|---|---|---|---|")
     print(f"| single process (CLI) | {single:.1f} | {records / single:,.0f} | {mb / single:.1f} |")
     for cores, run in runs.items():
         assert run["records"] == records, (run, records)
@@ -147,7 +147,7 @@ def captures(size_mb: int, split_bytes: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\ncaptures: one pcap of {mb:.0f} MiB (copies of the kept captures, client ports renumbered), "
           f"{exchanges:,} exchanges")
-    print(f"\n| run | seconds | exchanges/s | MB/s |\n|---|---|---|---|")
+    print("\n| run | seconds | exchanges/s | MB/s |\n|---|---|---|---|")
     print(f"| single process (CLI) | {single:.1f} | {exchanges / single:,.0f} | {mb / single:.1f} |")
     for cores, run in runs.items():
         assert run["exchanges"] == exchanges, (run, exchanges)
