@@ -31,6 +31,9 @@ USAGE_MISTAKES = [
     ["capture", "summary", MISSING],
     ["capture", "decode", "x.pcap", "--ports", "http"],
     ["capture", "decode", "x.pcap", "--api", "NoSuchApi"],
+    ["pipeline", "offsets", MISSING, "--out", "/tmp/kprotocol-never"],
+    ["pipeline", "captures", MISSING, "--out", "/tmp/kprotocol-never"],
+    ["report", MISSING, "--out", "/tmp/kprotocol-never.html"],
 ]
 DATA_ERRORS = [
     ["message", "decode", "HeartbeatRequest", "0", "0003617070"],

@@ -52,6 +52,9 @@ def _run(args: argparse.Namespace) -> int:
                          f"(pip install 'kprotocol[pipeline]'): {exc}\n")
         return 2
 
+    for path in args.paths:  # local mistakes are told before Spark starts (and logs its start-up)
+        if "://" not in path and not Path(path).exists():
+            raise FileNotFoundError(2, "No such file or directory", path)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     spark = jobs.spark_session(args.master, progress=progress)
     split_bytes = int(args.split_mb * (1 << 20))
@@ -69,6 +72,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if "://" not in args.dir and not Path(args.dir).is_dir():
+        raise FileNotFoundError(2, "No such file or directory", args.dir)
     try:
         from kprotocol.pipeline.report import write_report
     except ImportError as exc:
