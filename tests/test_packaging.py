@@ -29,7 +29,7 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path: Path) -> None:
                           text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr[-3000:]
     lines = [json.loads(line) for line in demo.stdout.splitlines()]
-    assert any(line.get("api") == "JoinGroupRequest" for line in lines)
+    assert any(line.get("apiName") == "JoinGroup" for line in lines)
     summary = lines[-1]
     assert summary["connections"] == 42 and sum(r["count"] for r in summary["rows"]) == 199
     probe = subprocess.run([str(python), "-c", "import importlib.util as u, kprotocol.runtime.accel as a; "
