@@ -8,7 +8,13 @@ and the group state they add up to.
 from __future__ import annotations
 
 from kprotocol.coordinator.decode import decode_record, decode_share_state_record, decode_transaction_record
-from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
+from kprotocol.coordinator.record_types import (
+    CONSUMER_OFFSETS,
+    SHARE_GROUP_STATE,
+    TRANSACTION_STATE,
+    record_types,
+    type_names,
+)
 
 __all__ = [
     "CONSUMER_OFFSETS",
@@ -18,4 +24,5 @@ __all__ = [
     "decode_share_state_record",
     "decode_transaction_record",
     "record_types",
+    "type_names",
 ]

@@ -48,3 +48,9 @@ def record_types(topic: str = CONSUMER_OFFSETS) -> dict[int, RecordType]:
                           message_class("ShareUpdateKey").valid_versions[0]),
         }
     raise ValueError(f"unknown coordinator topic {topic!r}; expected one of {', '.join(TOPICS)}")
+
+
+@cache
+def type_names(topic: str = CONSUMER_OFFSETS) -> dict[int, str]:
+    """Record type id -> its name (`GroupMetadata`, `StreamsGroupTopology`...): the key spec without `Key`."""
+    return {t: r.key.__name__.removesuffix("Key") for t, r in record_types(topic).items()}

@@ -5,13 +5,12 @@ a coordinator-topic segment. Pure Python: Spark tasks and the single-process pat
 from __future__ import annotations
 
 import json
-from functools import cache
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, record_types
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, type_names
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit
@@ -29,12 +28,6 @@ MEMBER_TYPES = {GROUP_METADATA, CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUME
 def coordinator_topic(topic: str | None) -> str:
     """The coordinator topic whose record types a partition directory holds (default: offsets)."""
     return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
-
-
-@cache
-def type_names(topic: str) -> dict[int, str]:
-    """Record type -> `GroupMetadata`, `StreamsGroupTopology`...: the key spec's name without `Key`."""
-    return {t: r.key.__name__.removesuffix("Key") for t, r in record_types(topic).items()}
 
 
 def _json(value: Any) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, record_types
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, type_names
 from kprotocol.coordinator.state import GroupStateBuilder
 from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
@@ -82,11 +82,6 @@ def _record_problem(decoded: dict[str, Any]) -> str | None:
         if part and ("error" in part or part.get("unknown")):
             return part.get("error") or "unknown record type or version"
     return None
-
-
-def type_names(topic: str) -> dict[int, str]:
-    """Record type -> its name (`GroupMetadata`, `StreamsGroupTopology`...): the key spec without `Key`."""
-    return {t: r.key.__name__.removesuffix("Key") for t, r in record_types(topic).items()}
 
 
 def _wanted_types(args: argparse.Namespace, names: dict[int, str]) -> set[int] | None:
