@@ -76,18 +76,15 @@ def message_seeds() -> Iterator[bytes]:
 # ------------------------------------------------------------------ frames of one connection
 
 def frames(data: bytes) -> None:
-    """Byte 0 splits the rest into a client stream and a server stream, fed in chunks."""
-    from kprotocol.conversation import Conversation
+    """Byte 0 splits the rest into a client stream and a server stream, fed to `frames decode` in chunks."""
+    from kprotocol.tools.frames import decode_streams
 
     if not data:
         return
     cut = 1 + data[0] * (len(data) - 1) // 255
-    conversation = Conversation(max_frame=1 << 20)
-    for start in range(1, cut, 4096):
-        for event in conversation.client_bytes(data[start:min(cut, start + 4096)]):
-            event.to_json()
-    for event in conversation.server_bytes(data[cut:]):
-        event.to_json()
+    client = [data[start:min(cut, start + 4096)] for start in range(1, cut, 4096)]
+    for _ in decode_streams(client, [data[cut:]]):
+        pass
 
 
 def frame_seeds() -> Iterator[bytes]:

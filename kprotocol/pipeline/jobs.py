@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kprotocol.pipeline.capture_rows import CAPTURE_SUFFIXES, connection_rows, keyed_segments, plan_capture
-from kprotocol.pipeline.files import InputFile, list_inputs
+from kprotocol.pipeline.files import list_inputs
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
@@ -118,9 +118,8 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     parallel, their segments shuffled by connection, each connection decoded whole in one task."""
     spark = spark or spark_session(master)
     sc = spark.sparkContext
-    files = {f.uri: f.size for f in list_inputs(paths, CAPTURE_SUFFIXES)}
-    splits = [s for uri, size in files.items() for s in plan_capture(InputFile(uri, size, None, None), split_bytes)]
-    sizes = [files[uri] for uri, _ in splits]
+    inputs = list_inputs(paths, CAPTURE_SUFFIXES)
+    splits = [s for f in inputs for s in plan_capture(f, split_bytes)]
     reset(out, CAPTURE_TABLES, prefix="capture")
     kafka_ports = frozenset(ports)
     counts: Counter[str] = Counter(splits=len(splits))
@@ -132,7 +131,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     # More partitions than cores (connections differ wildly in size, small tasks balance the cores),
     # and about 32 MiB of capture each. partitionBy moves the pairs without PySpark's Python-side
     # combining of groupByKey; each task groups its own partition.
-    total = sum((split.end or size) - split.offset for (_, split), size in zip(splits, sizes))
+    total = sum(f.size for f in inputs)
     count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
     shuffled = keyed.partitionBy(max(1, count))
     for name, n in shuffled.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,15 +28,21 @@ def _document(exchange: Exchange) -> dict[str, Any]:
     return doc
 
 
-def decode_streams(client: Path, server: Path) -> Iterator[dict[str, Any]]:
-    """One JSON document per exchange (and per problem), in request order, as they complete."""
+def _chunks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as stream:
+        while data := stream.read(CHUNK):
+            yield data
+
+
+def decode_streams(client: Iterable[bytes], server: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """One JSON document per exchange (and per problem), in request order, as they complete; each
+    stream is given as the chunks of its bytes, the client's first."""
     connection = Connection(("client", 0), ("server", 0), 0, synced=True)
-    for from_client, path in ((True, client), (False, server)):
-        with path.open("rb") as stream:
-            offset = 0
-            while data := stream.read(CHUNK):
-                yield from map(_document, connection.stream_bytes(from_client, offset, data))
-                offset += len(data)
+    for from_client, chunks in ((True, client), (False, server)):
+        offset = 0
+        for data in chunks:
+            yield from map(_document, connection.stream_bytes(from_client, offset, data))
+            offset += len(data)
     yield from map(_document, connection.finish())
     for orphan in connection.orphans:
         yield {"error": f"response with correlation id {orphan.correlation_id} has no request",
@@ -48,7 +54,7 @@ def decode_streams(client: Path, server: Path) -> Iterator[dict[str, Any]]:
 
 def run(client: Path, server: Path, out: IO[str], pretty: bool = False) -> int:
     bad = 0
-    for doc in decode_streams(client, server):
+    for doc in decode_streams(_chunks(client), _chunks(server)):
         bad += "error" in doc or "requestError" in doc or "responseError" in doc
         out.write(dumps(doc, 2 if pretty else None) + "\n")
     if bad:
