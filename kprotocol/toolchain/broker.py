@@ -46,6 +46,8 @@ BASE_CONFIG = {
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
     "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.min.session.timeout.ms": "1000",  # lower bounds only: lets tests time members out quickly
+    "group.streams.min.heartbeat.interval.ms": "500",
     "log.flush.interval.messages": "1",
     "log.segment.bytes": str(64 << 20),
 }

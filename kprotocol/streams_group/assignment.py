@@ -1,0 +1,88 @@
+"""Target assignment of a streams group at member level, by the shared assignor.
+
+The assignor places tasks on processes (KIP-924); `distribute` then spreads each process's tasks
+over its members. Previous ownership is the current target assignment, as in Kafka's broker;
+lags come from the task offsets members report in their heartbeats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kprotocol.assignor import (ApplicationState, AssignmentConfigs, AssignmentError, KafkaStreamsState,
+                                TaskAssignmentError, TaskInfo, distribute, resolve_assignor,
+                                validate_task_assignment)
+from kprotocol.assignor.scenario import Member as ScenarioMember
+from kprotocol.streams_group.member import Member
+from kprotocol.streams_group.tasks import TaskSets, task_ids, tasks_of
+
+
+@dataclass(frozen=True)
+class AssignmentSettings:
+    assignor: str = "sticky"
+    num_standby_replicas: int = 0
+    num_warmup_replicas: int = 2
+    acceptable_recovery_lag: int = 10_000
+
+
+def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSets], tasks: Mapping[str, int],
+                    stateful: set[str], settings: AssignmentSettings,
+                    task_offsets: Mapping[str, Mapping[tuple[str, int], int]],
+                    end_offsets: Mapping[str, Mapping[tuple[str, int], int]], now_ms: int) -> dict[str, TaskSets]:
+    """member id -> its new target, for `tasks` (subtopology -> number of tasks)."""
+    if not members:
+        return {}
+    all_tasks = {f"{sub}_{p}": TaskInfo(f"{sub}_{p}", sub in stateful) for sub in tasks for p in range(tasks[sub])}
+    by_process: dict[str, list[Member]] = {}
+    for m in members.values():
+        by_process.setdefault(m.process_id, []).append(m)
+    scenario_members = []
+    for m in members.values():
+        t = targets.get(m.member_id)
+        scenario_members.append(ScenarioMember(m.member_id, m.process_id, *(
+            tuple(x for x in task_ids(role) if x in all_tasks) for role in (t or TaskSets()))))
+    ends: dict[str, int] = {}
+    for per_member in end_offsets.values():
+        for (sub, p), offset in per_member.items():
+            ends[f"{sub}_{p}"] = max(ends.get(f"{sub}_{p}", 0), offset)
+    states = {}
+    for pid, group in by_process.items():
+        group_members = [s for s in scenario_members if s.process_id == pid]
+        active = frozenset(x for s in group_members for x in s.active)
+        standby = frozenset(x for s in group_members for x in (*s.standby, *s.warmup)) - active
+        lags: dict[str, int] = {}
+        for m in group:
+            for (sub, p), offset in task_offsets.get(m.member_id, {}).items():
+                tid = f"{sub}_{p}"
+                if tid in all_tasks and all_tasks[tid].is_stateful:
+                    lag = max(0, ends.get(tid, 0) - offset) if offset >= 0 else 0
+                    lags[tid] = min(lags.get(tid, lag), lag)
+        for tid in active:
+            if all_tasks[tid].is_stateful:
+                lags[tid] = 0
+        first = min(group, key=lambda m: m.member_id)
+        states[pid] = KafkaStreamsState(
+            process_id=pid, num_processing_threads=len(group), rack_id=first.rack_id,
+            client_tags=MappingProxyType(dict(first.client_tags)), previous_active_tasks=active,
+            previous_standby_tasks=standby, task_lags=MappingProxyType(lags), end_offsets=ends)
+    configs = AssignmentConfigs(acceptable_recovery_lag=settings.acceptable_recovery_lag,
+                                max_warmup_replicas=settings.num_warmup_replicas,
+                                num_standby_replicas=settings.num_standby_replicas)
+    state = ApplicationState(all_tasks, states, configs, now_ms)
+    assignment = resolve_assignor(settings.assignor).assign(state)
+    error = validate_task_assignment(state, assignment)
+    if error is not AssignmentError.NONE:
+        raise TaskAssignmentError(f"assignor {settings.assignor!r} returned an invalid assignment: {error.value}")
+    roles = distribute(assignment, scenario_members)
+    return {member_id: TaskSets(*(_tasks(r[role]) for role in ("active", "standby", "warmup")))
+            for member_id, r in roles.items()}
+
+
+def _tasks(ids: list[str]) -> dict[str, frozenset[int]]:
+    pairs: dict[str, list[int]] = {}
+    for tid in ids:
+        sub, _, p = tid.rpartition("_")
+        pairs.setdefault(sub, []).append(int(p))
+    return tasks_of(pairs.items())

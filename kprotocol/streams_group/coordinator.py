@@ -1,0 +1,755 @@
+"""The streams-group coordinator of KIP-1071 as a sans-IO state machine.
+
+    coordinator = StreamsGroupCoordinator(topics={"input": 4})
+    response, records = coordinator.handle(header, request, now_ms)   # typed messages in and out
+    records, next_deadline = coordinator.poll(now_ms)                  # session and rebalance time-outs
+
+Every state change is a `CoordinatorRecord` of `__consumer_offsets`, applied to the state by the
+same `replay` a restarted coordinator uses, so a coordinator rebuilt from its records answers
+the next heartbeats as if it had never stopped. The topics the cluster has are the caller's
+view (`set_topics`); internal topics that must be created are left in `internal_topics_to_create`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kprotocol.assignor import ScenarioError, TaskAssignmentError
+from kprotocol.registry import api_classes
+from kprotocol.runtime.struct import Message
+from kprotocol.streams_group import records as rec
+from kprotocol.streams_group.assignment import AssignmentSettings, compute_targets
+from kprotocol.streams_group.errors import (FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
+                                            GROUP_MAX_SIZE_REACHED, INVALID_REQUEST, STALE_MEMBER_EPOCH,
+                                            STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID,
+                                            UNSUPPORTED_VERSION, CoordinatorError)
+from kprotocol.streams_group.group import StreamsGroup
+from kprotocol.streams_group.java_order import hash_order
+from kprotocol.streams_group.member import UNREVOKED_TASKS, Member, reconcile
+from kprotocol.streams_group.records import CoordinatorRecord
+from kprotocol.streams_group.tasks import EMPTY, TaskSets, contains, from_wire
+from kprotocol.streams_group.topology import (ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Configured,
+                                              InternalTopic, configure, describe, from_request, required_topics,
+                                              same_topology, stateful_subtopologies)
+
+STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
+OFFSET_COMMIT, OFFSET_FETCH, LEAVE_GROUP, TXN_OFFSET_COMMIT = 8, 9, 13, 28
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+INITIAL_DELAY_DETAIL = "Assignment delayed due to the configured initial rebalance delay."
+INTERVAL_DETAIL = "Assignment delayed due to the configured assignment interval."
+UNKNOWN_SERVER_ERROR = -1
+_ASSIGNMENT_CONFIGS = {"streams.assignor.name": "assignor", "streams.num.standby.replicas": "num_standby_replicas",
+                       "streams.num.warmup.replicas": "num_warmup_replicas",
+                       "streams.acceptable.recovery.lag": "acceptable_recovery_lag"}
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Per-group settings; the defaults are Apache Kafka's broker defaults."""
+
+    heartbeat_interval_ms: int = 5_000
+    session_timeout_ms: int = 45_000
+    task_offset_interval_ms: int = 60_000
+    assignment_interval_ms: int = 1_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_size: int = 2**31 - 1
+    assignment: AssignmentSettings = AssignmentSettings()
+
+    @classmethod
+    def from_kafka(cls, configs: Mapping[str, str], base: GroupConfig | None = None) -> GroupConfig:
+        """Settings from Kafka's group-level config names (`streams.session.timeout.ms`...)."""
+        base = base or cls()
+        known = {f"streams.{name.replace('_', '.')}": name for name in (
+            "session_timeout_ms", "heartbeat_interval_ms", "task_offset_interval_ms", "assignment_interval_ms",
+            "initial_rebalance_delay_ms")}
+        unknown = set(configs) - set(known) - set(_ASSIGNMENT_CONFIGS)
+        if unknown:
+            raise ValueError(f"unknown streams group configs: {', '.join(sorted(unknown))}")
+        changes = {known[k]: int(v) for k, v in configs.items() if k in known}
+        assignment = {_ASSIGNMENT_CONFIGS[k]: (v if k == "streams.assignor.name" else int(v))
+                      for k, v in configs.items() if k in _ASSIGNMENT_CONFIGS}
+        return dataclasses.replace(base, assignment=dataclasses.replace(base.assignment, **assignment), **changes)
+
+    def assignment_configs(self) -> dict[str, str]:
+        """The configs whose change triggers a rebalance (stored in the group's metadata record)."""
+        return {"num.standby.replicas": str(self.assignment.num_standby_replicas)}
+
+
+@dataclass
+class _Heartbeat:
+    """What one heartbeat computes before its records are applied."""
+
+    records: list[CoordinatorRecord] = field(default_factory=list)
+    statuses: list[tuple[int, str]] = field(default_factory=list)
+
+
+class StreamsGroupCoordinator:
+    """Streams groups of one coordinator; no I/O, no clock: callers pass `now_ms`."""
+
+    def __init__(self, config: GroupConfig = GroupConfig(), topics: Mapping[str, int] | None = None,
+                 group_configs: Mapping[str, GroupConfig] | None = None) -> None:
+        self.config = config
+        self.group_configs = dict(group_configs or {})
+        self.groups: dict[str, StreamsGroup] = {}
+        self.topics: dict[str, int] = dict(topics or {})
+        self.topics_version = 0
+        self.internal_topics_to_create: dict[str, InternalTopic] = {}
+        self._pending_txn: dict[int, list[CoordinatorRecord]] = {}
+
+    # --- inputs other than requests ------------------------------------------------------------
+
+    def set_topics(self, topics: Mapping[str, int]) -> None:
+        """Replace the view of the cluster's topics (name -> partition count)."""
+        if dict(topics) != self.topics:
+            self.topics = dict(topics)
+            self.topics_version += 1
+
+    def replay(self, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]]) -> None:
+        """Apply records (typed, or raw key/value bytes of `__consumer_offsets`) in log order."""
+        for record in records:
+            if not isinstance(record, CoordinatorRecord):
+                record = rec.decode(*record)
+                if record is None:
+                    continue
+            group_id = record.key.group if record.type_id == 1 else record.key.group_id
+            self._group_for_replay(group_id).replay(record)
+
+    @classmethod
+    def from_records(cls, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]], **kwargs: Any):
+        coordinator = cls(**kwargs)
+        coordinator.replay(records)
+        return coordinator
+
+    def config_for(self, group_id: str) -> GroupConfig:
+        return self.group_configs.get(group_id, self.config)
+
+    def group(self, group_id: str) -> StreamsGroup | None:
+        group = self.groups.get(group_id)
+        return group if group is not None and group.exists else None
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def handle(self, header: Message, request: Message, now_ms: int, *,
+               client_host: str = "") -> tuple[Message, list[CoordinatorRecord]]:
+        """Answer one request; the records it returns are already applied."""
+        api_key, version = header.request_api_key, header.request_api_version
+        if api_key == STREAMS_GROUP_HEARTBEAT:
+            return self._heartbeat(header, request, version, now_ms, client_host)
+        if api_key == STREAMS_GROUP_DESCRIBE:
+            return self._describe(request, version), []
+        if api_key == OFFSET_COMMIT:
+            return self._offset_commit(request, version, now_ms)
+        if api_key == TXN_OFFSET_COMMIT:
+            return self._txn_offset_commit(request, version, now_ms)
+        if api_key == OFFSET_FETCH:
+            return self._offset_fetch(request, version), []
+        if api_key == LEAVE_GROUP:
+            return self._leave_group(request, version)
+        raise ValueError(f"the streams-group coordinator does not handle api key {api_key}")
+
+    def poll(self, now_ms: int) -> tuple[list[CoordinatorRecord], int | None]:
+        """Expire sessions and rebalance time-outs, run delayed assignments; (records, next deadline)."""
+        out: list[CoordinatorRecord] = []
+        for group in list(self.groups.values()):
+            if not group.exists:
+                continue
+            for member_id, deadline in sorted(group.session_deadlines.items(), key=lambda kv: kv[1]):
+                if deadline <= now_ms and member_id in group.members:
+                    out += self._apply(group, self._fence(group, member_id))
+            for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
+                member = group.members.get(member_id)
+                if deadline <= now_ms:
+                    del group.rebalance_deadlines[member_id]
+                    if member is not None and member.member_epoch == epoch and member.state == UNREVOKED_TASKS:
+                        out += self._apply(group, self._fence(group, member_id))
+            if group.pending_assignment_at is not None and group.pending_assignment_at <= now_ms:
+                group.pending_assignment_at = None
+                if group.members and group.epoch > group.assignment_epoch:
+                    records: list[CoordinatorRecord] = []
+                    self._assign(group, group.epoch, None, group.configured, records, now_ms)
+                    out += self._apply(group, records)
+        return out, self.next_deadline()
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for g in self.groups.values() for d in g.session_deadlines.values()]
+        deadlines += [d for g in self.groups.values() for d, _ in g.rebalance_deadlines.values()]
+        deadlines += [g.pending_assignment_at for g in self.groups.values() if g.pending_assignment_at is not None]
+        return min(deadlines) if deadlines else None
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> list[CoordinatorRecord]:
+        """A transaction's marker: its offset commits apply (commit) or vanish (abort)."""
+        records = self._pending_txn.pop(producer_id, [])
+        if committed:
+            self.replay(records)
+        return records if committed else []
+
+    # --- StreamsGroupHeartbeat ------------------------------------------------------------------
+
+    def _heartbeat(self, header: Message, req: Message, version: int, now: int,
+                   client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
+        _, response_cls = api_classes(STREAMS_GROUP_HEARTBEAT)
+        try:
+            _validate_heartbeat(req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(req, response_cls)
+            return self._member_heartbeat(header, req, response_cls, version, now, client_host)
+        except CoordinatorError as exc:
+            return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
+
+    def _leave(self, req: Message, response_cls: Any) -> tuple[Message, list[CoordinatorRecord]]:
+        group = self._existing_group(req.group_id)
+        if req.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = req.member_id
+        response = response_cls(member_id=req.member_id, member_epoch=req.member_epoch, status=[])
+        if req.instance_id is None:
+            _member_or_throw(group, req.member_id)
+            return response, self._apply(group, self._fence(group, req.member_id))
+        member = _static_member_or_throw(group, req.instance_id, req.member_id)
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            left = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
+                                     active_epochs={s: {p: 0 for p in ps} for s, ps in member.assigned.active.items()})
+            group.session_deadlines.pop(member.member_id, None)
+            group.rebalance_deadlines.pop(member.member_id, None)
+            return response, self._apply(group, [rec.current_assignment(group.group_id, left)])
+        return response, self._apply(group, self._fence(group, member.member_id))
+
+    def _member_heartbeat(self, header: Message, req: Message, response_cls: Any, version: int, now: int,
+                          client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
+        group_id, cfg = req.group_id, self.config_for(req.group_id)
+        joining = req.member_epoch == 0
+        hb = _Heartbeat()
+        if joining:
+            group = self.groups.get(group_id)
+            if group is None or not group.exists:
+                group = self.groups[group_id] = StreamsGroup(group_id)
+            if len(group.members) >= cfg.max_size:
+                raise CoordinatorError(GROUP_MAX_SIZE_REACHED, "The streams group has reached its maximum "
+                                                               f"capacity of {cfg.max_size} members.")
+        else:
+            group = self._existing_group(group_id)
+        existed = group.exists
+        owned = None
+        if req.active_tasks is not None and req.standby_tasks is not None and req.warmup_tasks is not None:
+            owned = TaskSets.from_wire(req.active_tasks, req.standby_tasks, req.warmup_tasks)
+        member, replaced = self._member_for(group, req, joining, owned, hb.records)
+
+        # 1. the member's metadata
+        updated = dataclasses.replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            topology_epoch=req.topology.epoch if req.topology is not None else member.topology_epoch,
+            client_id=header.client_id or "", client_host=client_host,
+            process_id=req.process_id if req.process_id is not None else member.process_id,
+            client_tags=_tags(req.client_tags) if req.client_tags is not None else member.client_tags,
+            user_endpoint=(req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
+            else member.user_endpoint)
+        bump = updated.metadata() != member.metadata() or replaced is not None
+        if updated.metadata() != member.metadata():
+            hb.records.append(rec.member_metadata(group_id, updated))
+
+        # 2. the topology
+        topology = self._topology(group, req, hb.records)
+        if group.topology is not None and updated.topology_epoch < group.topology.epoch:
+            hb.statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind "
+                                                f"the group's topology epoch {group.topology.epoch}."))
+
+        # 3. the topics: metadata hash, configured topology, validation
+        configured, metadata_hash = group.configured, group.metadata_hash
+        reconfigure = group.topology is None
+        if reconfigure or configured is None or group.topics_version != self.topics_version:
+            metadata_hash = self._metadata_hash(topology)
+            if metadata_hash != group.metadata_hash:
+                bump = reconfigure = True
+            if reconfigure or configured is None:
+                configured = configure(topology, self.topics)
+                group.configured = configured
+            group.topics_version = self.topics_version
+        validated = -1
+        if configured.is_ready:
+            validated = topology.epoch
+            for tasks in (req.active_tasks, req.standby_tasks, req.warmup_tasks):
+                _check_tasks(configured, tasks)
+        bump |= validated != group.validated_topology_epoch
+        configs = cfg.assignment_configs()
+        bump |= configs != group.last_assignment_configs
+        epoch = group.epoch
+        if bump:
+            epoch = 2 if epoch == 0 else epoch + 1
+            hb.records.append(rec.group_metadata(group_id, epoch, metadata_hash, validated, configs))
+        if not group.members and cfg.initial_rebalance_delay_ms > 0 and group.pending_assignment_at is None:
+            group.pending_assignment_at = now + cfg.initial_rebalance_delay_ms
+            group_initial_delay = True
+        else:
+            group_initial_delay = group.pending_assignment_at is not None and group.assignment_epoch == 0
+
+        # 4. the target assignment
+        if epoch > group.assignment_epoch:
+            if group_initial_delay and group.pending_assignment_at is not None and now < group.pending_assignment_at:
+                target_epoch, target = max(1, group.assignment_epoch), EMPTY
+                hb.statuses.append((ASSIGNMENT_DELAYED, INITIAL_DELAY_DETAIL))
+            elif group.assignment_epoch > 0 and now < group.assignment_timestamp + cfg.assignment_interval_ms:
+                target_epoch, target = group.assignment_epoch, group.target(updated.member_id)
+                hb.statuses.append((ASSIGNMENT_DELAYED, INTERVAL_DETAIL))
+                group.pending_assignment_at = group.assignment_timestamp + cfg.assignment_interval_ms
+            else:
+                members = {**group.members, updated.member_id: updated}
+                if replaced is not None:
+                    members.pop(replaced, None)
+                targets = self._assign(group, epoch, members, configured, hb.records, now)
+                target_epoch, target = epoch, targets.get(updated.member_id, EMPTY)
+        else:
+            target_epoch, target = group.assignment_epoch, group.target(updated.member_id)
+
+        # 5. reconciliation
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, group.owners, owned)
+            if reconciled.assignment() != updated.assignment():
+                hb.records.append(rec.current_assignment(group_id, reconciled))
+                if reconciled.state == UNREVOKED_TASKS:
+                    group.rebalance_deadlines[reconciled.member_id] = (now + reconciled.rebalance_timeout_ms,
+                                                                       reconciled.member_epoch)
+                else:
+                    group.rebalance_deadlines.pop(reconciled.member_id, None)
+        group.session_deadlines[reconciled.member_id] = now + cfg.session_timeout_ms
+        if req.shutdown_application and group.shutdown_requested_by is None:
+            group.shutdown_requested_by = reconciled.member_id
+        if req.task_offsets is not None:
+            group.task_offsets[reconciled.member_id] = {(t.subtopology_id, t.partition): t.offset
+                                                        for t in req.task_offsets}
+        if req.task_end_offsets is not None:
+            group.task_end_offsets[reconciled.member_id] = {(t.subtopology_id, t.partition): t.offset
+                                                            for t in req.task_end_offsets}
+
+        # the response
+        response = response_cls(member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
+                                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                                task_offset_interval_ms=cfg.task_offset_interval_ms,
+                                acceptable_recovery_lag=cfg.assignment.acceptable_recovery_lag,
+                                acceptable_recovery_lag_legacy=min(cfg.assignment.acceptable_recovery_lag, 2**31 - 1))
+        changes: dict[str, Any] = {}
+        if joining or reconciled.assigned != member.assigned:
+            ids = response_cls.TaskIds
+            changes.update(active_tasks=_wire(ids, reconciled.assigned.active),
+                           standby_tasks=_wire(ids, reconciled.assigned.standby),
+                           warmup_tasks=_wire(ids, reconciled.assigned.warmup))
+            if reconciled.user_endpoint is not None:
+                group.endpoint_information_epoch += 1
+        if group.endpoint_information_epoch != req.endpoint_information_epoch:
+            changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, configured, response_cls)
+        if existed:
+            changes["endpoint_information_epoch"] = group.endpoint_information_epoch
+        if configured.status is not None:
+            hb.statuses.append(configured.status)
+            self.internal_topics_to_create.update(configured.to_create)
+        if group.shutdown_requested_by is not None:
+            hb.statuses.append((SHUTDOWN_APPLICATION, f"Streams group member {group.shutdown_requested_by} "
+                                                      "encountered a fatal error and requested a shutdown for the "
+                                                      "entire application."))
+        changes["status"] = [response_cls.Status(status_code=c, status_detail=d) for c, d in hb.statuses]
+        return response.replace(**changes), self._apply(group, hb.records)
+
+    def _member_for(self, group: StreamsGroup, req: Message, joining: bool, owned: TaskSets | None,
+                    records: list[CoordinatorRecord]) -> tuple[Member, str | None]:
+        """The member the heartbeat is from, and the id of a static member it replaces."""
+        if req.instance_id is None:
+            if joining:
+                member = group.members.get(req.member_id) or Member(req.member_id)
+            else:
+                member = _member_or_throw(group, req.member_id)
+            _check_epoch(member, req.member_epoch, owned)
+            return member, None
+        existing_id = group.static_members.get(req.instance_id)
+        if not joining:
+            member = _static_member_or_throw(group, req.instance_id, req.member_id)
+            _check_epoch(member, req.member_epoch, owned)
+            return member, None
+        if existing_id is None or existing_id == req.member_id:
+            member = group.members.get(req.member_id) or Member(req.member_id)
+            _check_epoch(member, req.member_epoch, owned)
+            return member, None
+        old = group.members[existing_id]
+        if old.member_epoch != STATIC_LEAVE_EPOCH:
+            raise CoordinatorError(UNRELEASED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                                   f"{req.instance_id} cannot join the group because the instance id is owned by "
+                                   f"{existing_id} member.")
+        new = dataclasses.replace(old, member_id=req.member_id, member_epoch=0, previous_member_epoch=0)
+        records += rec.remove_member(group.group_id, existing_id)
+        records += [rec.member_metadata(group.group_id, new),
+                    rec.target_member(group.group_id, new.member_id, group.target(existing_id)),
+                    rec.current_assignment(group.group_id, new)]
+        group.session_deadlines.pop(existing_id, None)
+        group.rebalance_deadlines.pop(existing_id, None)
+        return new, existing_id
+
+    def _topology(self, group: StreamsGroup, req: Message, records: list[CoordinatorRecord]) -> Any:
+        if req.topology is None:
+            if group.topology is None:
+                raise CoordinatorError(UNKNOWN_SERVER_ERROR, "The topology is null and the group topology is also null.")
+            return group.topology
+        requested = from_request(req.topology)
+        if group.topology is None:
+            records.append(rec.topology(group.group_id, requested))
+            return requested
+        if group.topology.epoch > requested.epoch or same_topology(group.topology, requested):
+            return group.topology
+        raise CoordinatorError(INVALID_REQUEST, "Topology updates are not supported yet.")
+
+    def _metadata_hash(self, topology: Any) -> int:
+        """A hash of the partition counts of the topics the topology needs (0 when none exist)."""
+        present = sorted((t, self.topics[t]) for t in required_topics(topology) if t in self.topics)
+        if not present:
+            return 0
+        digest = hashlib.blake2b(repr(present).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    def _assign(self, group: StreamsGroup, epoch: int, members: Mapping[str, Member] | None,
+                configured: Configured | None, records: list[CoordinatorRecord], now: int) -> dict[str, TaskSets]:
+        """New targets for every member; records for those that changed and for the assignment epoch."""
+        members = group.members if members is None else members
+        cfg = self.config_for(group.group_id)
+        if configured is not None and configured.is_ready:
+            topology = group.topology if group.topology is not None else None
+            stateful = stateful_subtopologies(topology) if topology is not None else \
+                {s for s in configured.tasks}
+            try:
+                targets = compute_targets(members, group.targets, configured.tasks, stateful, cfg.assignment,
+                                          group.task_offsets, group.task_end_offsets, now)
+            except (ScenarioError, TaskAssignmentError) as exc:
+                raise CoordinatorError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for "
+                                                             f"epoch {epoch}: {exc}") from exc
+        else:
+            targets = {m: EMPTY for m in members}
+        for member_id in members:
+            new = targets.get(member_id, EMPTY)
+            if member_id not in group.targets or group.targets[member_id] != new:
+                records.append(rec.target_member(group.group_id, member_id, new))
+        records.append(rec.target_metadata(group.group_id, epoch, now))
+        return targets
+
+    def _endpoints(self, group: StreamsGroup, updated: Member, configured: Configured | None,
+                   response_cls: Any) -> list[Any]:
+        out = []
+        members = [m for m in group.members.values() if m.member_id != updated.member_id] + [updated]
+        subtopologies = {s.subtopology_id: s for s in group.topology.subtopologies} if group.topology else {}
+        for m in members:
+            if m.user_endpoint is None:
+                continue
+            out.append(response_cls.EndpointToPartitions(
+                user_endpoint=response_cls.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
+                active_partitions=self._partitions(m.assigned.active, subtopologies, configured, response_cls),
+                standby_partitions=self._partitions(m.assigned.standby, subtopologies, configured, response_cls)))
+        return out
+
+    def _partitions(self, tasks: Mapping[str, frozenset[int]], subtopologies: Mapping[str, Any],
+                    configured: Configured | None, response_cls: Any) -> list[Any]:
+        by_topic: dict[str, set[int]] = {}
+        for sub, parts in tasks.items():
+            s = subtopologies.get(sub)
+            if s is None:
+                continue
+            for topic in [*s.source_topics, *(t.name for t in s.repartition_source_topics)]:
+                count = self.topics.get(topic, (configured.partitions if configured else {}).get(topic, 0))
+                by_topic.setdefault(topic, set()).update(p for p in parts if p < count)
+        return [response_cls.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items()) if ps]
+
+    # --- leaving and fencing ------------------------------------------------------------------
+
+    def _fence(self, group: StreamsGroup, member_id: str) -> list[CoordinatorRecord]:
+        group.session_deadlines.pop(member_id, None)
+        group.rebalance_deadlines.pop(member_id, None)
+        group.task_offsets.pop(member_id, None)
+        group.task_end_offsets.pop(member_id, None)
+        return rec.remove_member(group.group_id, member_id) + [rec.group_metadata(
+            group.group_id, group.epoch + 1, group.metadata_hash, group.validated_topology_epoch,
+            group.last_assignment_configs)]
+
+    def _apply(self, group: StreamsGroup, records: list[CoordinatorRecord]) -> list[CoordinatorRecord]:
+        for record in records:
+            group.replay(record)
+        if not group.members:
+            group.shutdown_requested_by = None
+        return records
+
+    def _existing_group(self, group_id: str) -> StreamsGroup:
+        group = self.group(group_id)
+        if group is None:
+            raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+        return group
+
+    def _group_for_replay(self, group_id: str) -> StreamsGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = StreamsGroup(group_id)
+        return group
+
+    # --- StreamsGroupDescribe -------------------------------------------------------------------
+
+    def _describe(self, req: Message, version: int) -> Message:
+        _, response_cls = api_classes(STREAMS_GROUP_DESCRIBE)
+        groups = []
+        for group_id in req.group_ids:
+            group = self.group(group_id)
+            if group is None or group.topology is None:
+                groups.append(response_cls.DescribedGroup(error_code=GROUP_ID_NOT_FOUND, group_id=group_id,
+                                                          error_message=f"Group {group_id} not found."))
+                continue
+            groups.append(self.describe_group(group, response_cls, version))
+        return response_cls(groups=groups)
+
+    def describe_group(self, group: StreamsGroup, response_cls: Any, version: int = 1) -> Any:
+        cls = response_cls
+        members = [self._describe_member(group, group.members[m], cls) for m in sorted(group.members)]
+        extra = {"assignor_name": self.config_for(group.group_id).assignment.assignor} if version >= 1 else {}
+        return cls.DescribedGroup(group_id=group.group_id, group_state=group.state, group_epoch=group.epoch,
+                                  assignment_epoch=group.assignment_epoch,
+                                  topology=describe(group.topology, group.configured, cls), members=members, **extra)
+
+    @staticmethod
+    def _describe_member(group: StreamsGroup, m: Member, cls: Any) -> Any:
+        def assignment(tasks: TaskSets) -> Any:
+            return cls.Assignment(active_tasks=_wire(cls.TaskIds, tasks.active, sort=True),
+                                  standby_tasks=_wire(cls.TaskIds, tasks.standby, sort=True),
+                                  warmup_tasks=_wire(cls.TaskIds, tasks.warmup, sort=True))
+
+        def offsets(values: Mapping[tuple[str, int], int]) -> list[Any]:
+            return [cls.TaskOffset(subtopology_id=s, partition=p, offset=o) for (s, p), o in sorted(values.items())]
+
+        return cls.Member(
+            member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id, rack_id=m.rack_id,
+            client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
+            process_id=m.process_id, client_tags=[cls.KeyValue(key=k, value=v) for k, v in m.client_tags],
+            user_endpoint=None if m.user_endpoint is None else cls.Endpoint(host=m.user_endpoint[0],
+                                                                          port=m.user_endpoint[1]),
+            task_offsets=offsets(group.task_offsets.get(m.member_id, {})),
+            task_end_offsets=offsets(group.task_end_offsets.get(m.member_id, {})),
+            assignment=assignment(m.assigned), target_assignment=assignment(group.target(m.member_id)),
+            is_classic=False)
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    def _validate_commit(self, group: StreamsGroup | None, member_id: str, epoch: int, instance_id: str | None,
+                         transactional: bool, version: int) -> None:
+        if group is None or (epoch < 0 and not group.members):
+            return
+        if transactional and epoch == -1 and member_id == "" and instance_id is None:
+            return
+        member = _member_or_throw(group, member_id)
+        if not transactional and version < 9:
+            raise CoordinatorError(UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used by members "
+                                                        "using the streams group protocol")
+        if epoch != member.member_epoch:
+            raise CoordinatorError(STALE_MEMBER_EPOCH, f"The received member epoch {epoch} does not match the "
+                                                       f"expected member epoch {member.member_epoch}.")
+
+    def _offset_commit(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
+        _, response_cls = api_classes(OFFSET_COMMIT)
+        group = self.group(req.group_id)
+        records: list[CoordinatorRecord] = []
+        try:
+            self._validate_commit(group, req.member_id, req.generation_id_or_member_epoch,
+                                  getattr(req, "group_instance_id", None), False, version)
+            error = 0
+        except CoordinatorError as exc:
+            error = exc.code
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                if error == 0:
+                    records.append(rec.offset_commit(req.group_id, topic.name, p.partition_index, p.committed_offset,
+                                                     p.committed_leader_epoch, p.committed_metadata, now))
+                parts.append(response_cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                        error_code=error))
+            topics.append(response_cls.OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id,
+                                                                 partitions=parts))
+        if records:
+            self._group_for_replay(req.group_id)
+            self.replay(records)
+        return response_cls(topics=topics), records
+
+    def _txn_offset_commit(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
+        _, response_cls = api_classes(TXN_OFFSET_COMMIT)
+        group = self.group(req.group_id)
+        try:
+            self._validate_commit(group, req.member_id, req.generation_id, req.group_instance_id, True, version)
+            error = 0
+        except CoordinatorError as exc:
+            error = exc.code
+        records: list[CoordinatorRecord] = []
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                if error == 0:
+                    records.append(rec.offset_commit(req.group_id, topic.name, p.partition_index, p.committed_offset,
+                                                     p.committed_leader_epoch, p.committed_metadata, now))
+                parts.append(response_cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                           error_code=error))
+            topics.append(response_cls.TxnOffsetCommitResponseTopic(name=topic.name, partitions=parts))
+        self._pending_txn.setdefault(req.producer_id, []).extend(records)
+        return response_cls(topics=topics), records
+
+    def _offset_fetch(self, req: Message, version: int) -> Message:
+        _, response_cls = api_classes(OFFSET_FETCH)
+        if version < 8:
+            group = self.group(req.group_id) or StreamsGroup(req.group_id)
+            topics = [response_cls.OffsetFetchResponseTopic(name=name, partitions=[
+                self._fetched(response_cls.OffsetFetchResponsePartition, group, name, p) for p in parts])
+                for name, parts in _requested(group, req.topics, "partition_indexes")]
+            return response_cls(topics=topics)
+        out = []
+        for g in req.groups:
+            group = self.group(g.group_id) or StreamsGroup(g.group_id)
+            try:
+                member_id = getattr(g, "member_id", None)
+                if member_id is not None or g.member_epoch >= 0:
+                    member = _member_or_throw(group, member_id or "")
+                    if g.member_epoch != member.member_epoch:
+                        raise CoordinatorError(STALE_MEMBER_EPOCH, f"The received member epoch {g.member_epoch} "
+                                               f"does not match the expected member epoch {member.member_epoch}.")
+            except CoordinatorError as exc:
+                out.append(response_cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=exc.code))
+                continue
+            topics = [response_cls.OffsetFetchResponseTopics(name=name, partitions=[
+                self._fetched(response_cls.OffsetFetchResponsePartitions, group, name, p) for p in parts])
+                for name, parts in _requested(group, g.topics, "partition_indexes")]
+            out.append(response_cls.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics))
+        return response_cls(groups=out)
+
+    @staticmethod
+    def _fetched(cls: Any, group: StreamsGroup, topic: str, partition: int) -> Any:
+        entry = group.offsets.get((topic, partition))
+        if entry is None:
+            return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="")
+        return cls(partition_index=partition, committed_offset=entry.offset, committed_leader_epoch=entry.leader_epoch,
+                   metadata=entry.metadata)
+
+    # --- LeaveGroup -----------------------------------------------------------------------------
+
+    def _leave_group(self, req: Message, version: int) -> tuple[Message, list[CoordinatorRecord]]:
+        _, response_cls = api_classes(LEAVE_GROUP)
+        group = self.group(req.group_id)
+        if group is None:
+            return response_cls(error_code=GROUP_ID_NOT_FOUND), []
+        identities = list(req.members) if version >= 3 else [None]
+        records: list[CoordinatorRecord] = []
+        answers = []
+        for identity in identities:
+            member_id = identity.member_id if identity is not None else req.member_id
+            instance_id = identity.group_instance_id if identity is not None else None
+            if instance_id is not None:
+                member_id = group.static_members.get(instance_id, member_id)
+            error = 0 if member_id in group.members else UNKNOWN_MEMBER_ID
+            if error == 0:
+                records += self._apply(group, self._fence(group, member_id))
+            if identity is not None:
+                answers.append(response_cls.MemberResponse(member_id=identity.member_id, group_instance_id=instance_id,
+                                                           error_code=error))
+            elif error:
+                return response_cls(error_code=error), records
+        return response_cls(members=answers), records
+
+
+def _validate_heartbeat(req: Message) -> None:
+    """The request-level checks Kafka makes before a heartbeat reaches its group."""
+    if req.topology is not None:
+        for s in req.topology.subtopologies:
+            if s.source_topic_regex:
+                raise CoordinatorError(INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
+    for value, what in ((req.member_id, "MemberId"), (req.group_id, "GroupId"), (req.instance_id, "InstanceId"),
+                        (req.rack_id, "RackId")):
+        if value is not None and value.strip() == "":
+            raise CoordinatorError(INVALID_REQUEST, f"{what} can't be empty.")
+    if req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            raise CoordinatorError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+        for tasks, what in ((req.active_tasks, "ActiveTasks"), (req.standby_tasks, "StandbyTasks"),
+                            (req.warmup_tasks, "WarmupTasks")):
+            if tasks is None or tasks:
+                raise CoordinatorError(INVALID_REQUEST, f"{what} must be empty when (re-)joining.")
+        if req.topology is None:
+            raise CoordinatorError(INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
+        for s in req.topology.subtopologies:
+            for t in s.state_changelog_topics:
+                if t.partitions != 0:
+                    raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, f"Changelog topic {t.name} must have an "
+                                           f"undefined partition count, but it is set to {t.partitions}.")
+    elif req.member_epoch == STATIC_LEAVE_EPOCH:
+        if req.instance_id is None:
+            raise CoordinatorError(INVALID_REQUEST, "InstanceId can't be null.")
+    elif req.member_epoch < STATIC_LEAVE_EPOCH:
+        raise CoordinatorError(INVALID_REQUEST, f"MemberEpoch is {req.member_epoch}, but must be greater than or "
+                                                "equal to -2.")
+    if req.active_tasks is not None or req.standby_tasks is not None or req.warmup_tasks is not None:
+        if req.active_tasks is None or req.standby_tasks is None or req.warmup_tasks is None:
+            raise CoordinatorError(INVALID_REQUEST, "If one task-type is non-null, all must be non-null.")
+    if req.member_epoch != 0 and req.topology is not None:
+        raise CoordinatorError(INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
+
+
+def _member_or_throw(group: StreamsGroup, member_id: str) -> Member:
+    member = group.members.get(member_id)
+    if member is None:
+        raise CoordinatorError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+    return member
+
+
+def _static_member_or_throw(group: StreamsGroup, instance_id: str, member_id: str) -> Member:
+    existing = group.static_members.get(instance_id)
+    if existing is None:
+        raise CoordinatorError(UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if existing != member_id:
+        raise CoordinatorError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was "
+                                                   f"fenced by member {existing}.")
+    return group.members[existing]
+
+
+def _check_epoch(member: Member, received: int, owned: TaskSets | None) -> None:
+    if received > member.member_epoch:
+        raise CoordinatorError(FENCED_MEMBER_EPOCH, f"The streams group member has a greater member epoch "
+                               f"({received}) than the one known by the group coordinator ({member.member_epoch}). "
+                               "The member must abandon all its partitions and rejoin.")
+    if received < member.member_epoch:
+        if received != member.previous_member_epoch or owned is None or \
+                not all(contains(a, o) for a, o in zip(member.assigned, owned)):
+            raise CoordinatorError(FENCED_MEMBER_EPOCH, f"The streams group member has a smaller member epoch "
+                                   f"({received}) than the one known by the group coordinator "
+                                   f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+
+
+def _check_tasks(configured: Configured, tasks: Iterable[Any] | None) -> None:
+    for t in tasks or ():
+        count = configured.tasks.get(t.subtopology_id)
+        if count is None:
+            raise CoordinatorError(INVALID_REQUEST, f"Subtopology {t.subtopology_id} does not exist in the topology.")
+        for p in t.partitions:
+            if p < 0 or p >= count:
+                raise CoordinatorError(INVALID_REQUEST, f"Task {p} for subtopology {t.subtopology_id} is invalid. "
+                                                        f"Number of tasks for this subtopology: {count}")
+
+
+def _tags(client_tags: Iterable[Any]) -> tuple[tuple[str, str], ...]:
+    tags = {kv.key: kv.value for kv in client_tags}
+    return tuple((k, tags[k]) for k in hash_order(tags))
+
+
+def _wire(cls: Any, tasks: Mapping[str, frozenset[int]], sort: bool = False) -> list[Any]:
+    order = sorted(tasks) if sort else hash_order(tasks)
+    return [cls(subtopology_id=s, partitions=sorted(tasks[s])) for s in order]
+
+
+def _requested(group: StreamsGroup, topics: Iterable[Any] | None, field_name: str) -> list[tuple[str, list[int]]]:
+    if topics is None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(group.offsets):
+            by_topic.setdefault(topic, []).append(partition)
+        return list(by_topic.items())
+    return [(t.name, list(getattr(t, field_name))) for t in topics]

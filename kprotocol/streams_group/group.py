@@ -1,0 +1,158 @@
+"""The state of one streams group, changed only by replaying its records (live or from a log)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kprotocol.streams_group.member import Member, Owners
+from kprotocol.streams_group.records import CoordinatorRecord, epochs_from, tasks_from
+from kprotocol.streams_group.tasks import EMPTY, TaskSets
+from kprotocol.streams_group.topology import Configured
+
+EMPTY_STATE, NOT_READY, ASSIGNING, RECONCILING, STABLE_STATE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
+
+
+@dataclass
+class OffsetEntry:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1
+
+
+@dataclass
+class StreamsGroup:
+    """Hard state (from records) and soft state (timers, configured topology, offsets reported by members)."""
+
+    group_id: str
+    epoch: int = 0
+    metadata_hash: int = 0
+    validated_topology_epoch: int = -1
+    last_assignment_configs: dict[str, str] = field(default_factory=dict)
+    topology: Any = None
+    assignment_epoch: int = 0
+    assignment_timestamp: int = 0
+    members: dict[str, Member] = field(default_factory=dict)
+    targets: dict[str, TaskSets] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    owners: Owners = field(default_factory=Owners)
+    exists: bool = False
+    # soft state
+    configured: Configured | None = None
+    topics_version: int = -1
+    endpoint_information_epoch: int = 0
+    shutdown_requested_by: str | None = None
+    task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    task_end_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    session_deadlines: dict[str, int] = field(default_factory=dict)
+    rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (deadline, epoch)
+    pending_assignment_at: int | None = None
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY_STATE
+        if self.topology is None or self.topology.epoch != self.validated_topology_epoch:
+            return NOT_READY
+        if self.epoch > self.assignment_epoch:
+            return ASSIGNING
+        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return RECONCILING
+        return STABLE_STATE
+
+    def target(self, member_id: str) -> TaskSets:
+        return self.targets.get(member_id, EMPTY)
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Apply one record (a tombstone removes what its key names)."""
+        key, value = record.key, record.value
+        name = type(key).__name__
+        if record.type_id == 1:
+            entry = (key.topic, key.partition)
+            if value is None:
+                self.offsets.pop(entry, None)
+            else:
+                self.offsets[entry] = OffsetEntry(value.offset, value.leader_epoch, value.metadata,
+                                                  value.commit_timestamp, value.expire_timestamp)
+        elif name == "StreamsGroupMetadataKey":
+            if value is None:
+                self.exists = False
+            else:
+                self.exists = True
+                self.epoch, self.metadata_hash = value.epoch, value.metadata_hash
+                self.validated_topology_epoch = value.validated_topology_epoch
+                self.last_assignment_configs = {c.key: c.value for c in value.last_assignment_configs or ()}
+        elif name == "StreamsGroupTopologyKey":
+            self.topology = value
+        elif name == "StreamsGroupMemberMetadataKey":
+            self._replay_member(key.member_id, value)
+        elif name == "StreamsGroupTargetAssignmentMemberKey":
+            if value is None:
+                self.targets.pop(key.member_id, None)
+            else:
+                self.targets[key.member_id] = TaskSets(tasks_from(value.active_tasks), tasks_from(value.standby_tasks),
+                                                       tasks_from(value.warmup_tasks))
+        elif name == "StreamsGroupTargetAssignmentMetadataKey":
+            if value is None:
+                self.assignment_epoch = self.assignment_timestamp = 0
+            else:
+                self.assignment_epoch, self.assignment_timestamp = value.assignment_epoch, value.assignment_timestamp
+        elif name == "StreamsGroupCurrentMemberAssignmentKey":
+            self._replay_assignment(key.member_id, value)
+
+    def _replay_member(self, member_id: str, value: Any) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is not None:
+                self.owners.remove(old)
+                del self.members[member_id]
+                if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+                    del self.static_members[old.instance_id]
+            return
+        endpoint = None if value.user_endpoint is None else (value.user_endpoint.host, value.user_endpoint.port)
+        member = dataclasses.replace(
+            old or Member(member_id), instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+            client_host=value.client_host, rebalance_timeout_ms=value.rebalance_timeout_ms,
+            topology_epoch=value.topology_epoch, process_id=value.process_id, user_endpoint=endpoint,
+            client_tags=tuple((kv.key, kv.value) for kv in value.client_tags))
+        self._put(old, member)
+
+    def _replay_assignment(self, member_id: str, value: Any) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is not None:
+                self._put(old, dataclasses.replace(old, assigned=EMPTY, pending_revocation=EMPTY, active_epochs={}))
+            return
+        base = old or Member(member_id)
+        active = value.active_tasks + value.active_tasks_pending_revocation
+        member = dataclasses.replace(
+            base, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+            state=value.state,
+            assigned=TaskSets(tasks_from(value.active_tasks), tasks_from(value.standby_tasks),
+                              tasks_from(value.warmup_tasks)),
+            pending_revocation=TaskSets(tasks_from(value.active_tasks_pending_revocation),
+                                        tasks_from(value.standby_tasks_pending_revocation),
+                                        tasks_from(value.warmup_tasks_pending_revocation)),
+            active_epochs=epochs_from(active, value.member_epoch))
+        self._put(old, member)
+
+    def _put(self, old: Member | None, member: Member) -> None:
+        if old is not None:
+            self.owners.remove(old)
+        self.members[member.member_id] = member
+        self.owners.add(member)
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+
+    def hard_state(self) -> dict[str, Any]:
+        """Everything the records define, for comparing a replayed group with a live one."""
+        return {"epoch": self.epoch, "metadataHash": self.metadata_hash, "exists": self.exists,
+                "validatedTopologyEpoch": self.validated_topology_epoch,
+                "lastAssignmentConfigs": self.last_assignment_configs, "topology": self.topology,
+                "assignmentEpoch": self.assignment_epoch, "assignmentTimestamp": self.assignment_timestamp,
+                "members": self.members, "targets": self.targets, "staticMembers": self.static_members,
+                "offsets": self.offsets}

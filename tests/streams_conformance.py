@@ -1,0 +1,169 @@
+"""Drive one streams group at the real broker and at `StreamsGroupCoordinator` with the same requests.
+
+`Twin.heartbeat` sends a StreamsGroupHeartbeat to both and returns both answers as JSON; the
+coordinator's clock is the real elapsed time, its topic view is the broker's own metadata, and
+its group settings are the group configs the twin also sets on the broker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kprotocol.records import RecordBatch, read_segment
+from kprotocol.registry import message_class
+from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator
+from kprotocol.streams_group import records as rec
+
+HB = message_class("StreamsGroupHeartbeatRequest")
+DESCRIBE = message_class("StreamsGroupDescribeRequest")
+HEADER = message_class("RequestHeader")
+GROUP_RESOURCE = 32
+CLIENT_ID, CLIENT_HOST = "conformance", "/127.0.0.1"
+# Deterministic settings on both sides: no assignment batching, no background assignment.
+BASE_CONFIGS = {"streams.assignment.interval.ms": "0", "streams.assignor.offload.enable": "false"}
+
+
+def topology(epoch: int = 0, subtopologies: list[dict] | None = None) -> Any:
+    """A heartbeat topology from plain dicts: {"id", "sources", "changelogs", "repartition_sinks",
+    "repartition_sources" ({name: partitions}), "copartition" ([source indexes])}."""
+    subtopologies = subtopologies or [{"id": "0", "sources": ["input"], "changelogs": ["store-changelog"]}]
+    return HB.Topology(epoch=epoch, subtopologies=[HB.Subtopology(
+        subtopology_id=s["id"], source_topics=s.get("sources", []),
+        state_changelog_topics=[HB.TopicInfo(name=c, partitions=s.get("changelog_partitions", 0))
+                                for c in s.get("changelogs", [])],
+        repartition_sink_topics=s.get("repartition_sinks", []),
+        repartition_source_topics=[HB.TopicInfo(name=n, partitions=p)
+                                   for n, p in s.get("repartition_sources", {}).items()],
+        copartition_groups=[HB.CopartitionGroup(source_topics=g) for g in s.get("copartition", [])])
+        for s in subtopologies])
+
+
+class Twin:
+    def __init__(self, broker: Any, group_id: str, configs: Mapping[str, str] | None = None) -> None:
+        self.broker, self.group_id = broker, group_id
+        self.conn = broker.connect(client_id=CLIENT_ID)
+        configs = {**BASE_CONFIGS, **(configs or {})}
+        self._alter_configs(configs)
+        ours = {k: v for k, v in configs.items() if k != "streams.assignor.offload.enable"}
+        self.coordinator = StreamsGroupCoordinator(GroupConfig.from_kafka(ours, GroupConfig(initial_rebalance_delay_ms=0)))
+        self.records: list[rec.CoordinatorRecord] = []
+        self.epochs: dict[str, int] = {}
+        self.owned: dict[str, dict[str, list]] = {}  # member -> the tasks it runs, as a client applies them
+        self._wait_for_coordinator()
+
+    def _alter_configs(self, configs: Mapping[str, str]) -> None:
+        request = message_class("IncrementalAlterConfigsRequest")
+        response = self.conn.send(request(resources=[request.AlterConfigsResource(
+            resource_type=GROUP_RESOURCE, resource_name=self.group_id,
+            configs=[request.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])]))
+        assert response.responses[0].error_code == 0, response.responses[0].error_message
+
+    def _wait_for_coordinator(self) -> None:
+        find = message_class("FindCoordinatorRequest")
+        for _ in range(120):
+            if self.conn.send(find(key_type=0, coordinator_keys=[self.group_id])).coordinators[0].error_code == 0:
+                return
+            time.sleep(0.25)
+        raise AssertionError("the broker's group coordinator did not load")
+
+    @staticmethod
+    def now() -> int:
+        return int(time.monotonic() * 1000)
+
+    def broker_topics(self) -> dict[str, int]:
+        response = self.conn.send(message_class("MetadataRequest")(topics=None))
+        return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
+
+    def sync_topics(self) -> None:
+        self.coordinator.set_topics(self.broker_topics())
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.broker.create_topic(name, partitions)
+        self.wait_for_topics([name])
+
+    def wait_for_topics(self, names: list[str]) -> None:
+        for _ in range(200):
+            if set(names) <= set(self.broker_topics()):
+                time.sleep(0.5)  # the group coordinator's metadata image follows the broker's a moment later
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"topics {names} did not appear")
+
+    def heartbeat(self, member: str, epoch: int | None = None, **fields: Any) -> tuple[dict, dict]:
+        """One heartbeat of `member` (epoch: its last epoch unless given; tasks: none owned unless given)."""
+        request = self.request(member, epoch, **fields)
+        broker, ours = self.send(request)
+        if broker["errorCode"] == 0 and broker["memberEpoch"] >= 0:
+            self.epochs[member] = broker["memberEpoch"]
+            if broker["activeTasks"] is not None:
+                self.owned[member] = {role: [HB.TaskIds(subtopology_id=t["subtopologyId"], partitions=t["partitions"])
+                                             for t in broker[f"{role}Tasks"]] for role in ("active", "standby", "warmup")}
+        elif broker["errorCode"] or broker["memberEpoch"] < 0:
+            self.epochs.pop(member, None)
+            self.owned.pop(member, None)
+        missing = [s["statusDetail"].split(": ", 1)[1] for s in broker["status"] if s["statusCode"] == 3]
+        if missing:  # the broker creates the internal topics it reports; wait until they exist
+            self.wait_for_topics([t.strip() for t in missing[0].split(",")])
+        return broker, ours
+
+    def request(self, member: str, epoch: int | None = None, **fields: Any) -> Any:
+        epoch = self.epochs.get(member, 0) if epoch is None else epoch
+        values = dict(group_id=self.group_id, member_id=member, member_epoch=epoch, endpoint_information_epoch=0,
+                      rebalance_timeout_ms=30000 if epoch == 0 else -1, process_id=f"process-{member}",
+                      **{f"{role}_tasks": [] if epoch == 0 else self.owned.get(member, {}).get(role, [])
+                         for role in ("active", "standby", "warmup")},
+                      topology=topology() if epoch == 0 else None)
+        values.update(fields)
+        return HB(**values)
+
+    def send(self, request: Any) -> tuple[dict, dict]:
+        version = self.conn.version_for(type(request))
+        self.sync_topics()
+        now = self.now()
+        broker = self.conn.send(request, version)
+        header = HEADER(request_api_key=request.api_key, request_api_version=version, correlation_id=0,
+                        client_id=CLIENT_ID)
+        ours, records = self.coordinator.handle(header, request, now, client_host=CLIENT_HOST)
+        self.records += records
+        return broker.to_json(version), ours.to_json(version)
+
+    def describe(self) -> tuple[dict, dict]:
+        broker, ours = self.send(DESCRIBE(group_ids=[self.group_id]))
+        return broker["groups"][0], ours["groups"][0]
+
+    def poll(self) -> None:
+        self.sync_topics()
+        self.records += self.coordinator.poll(self.now())[0]
+
+    def broker_records(self) -> list[rec.CoordinatorRecord]:
+        """The group's records in the broker's `__consumer_offsets`, in log order."""
+        out = []
+        for partition in sorted(self.broker.data_dir.glob("__consumer_offsets-*")):
+            for segment in sorted(partition.glob("*.log")):
+                for entry in read_segment(segment):
+                    if not isinstance(entry, RecordBatch) or entry.is_control:
+                        continue
+                    for record in entry.records:
+                        decoded = rec.decode(record.key, record.value)
+                        if decoded is not None and _group_of(decoded) == self.group_id:
+                            out.append(decoded)
+        return out
+
+
+def _group_of(record: rec.CoordinatorRecord) -> str:
+    return record.key.group if record.type_id == 1 else record.key.group_id
+
+
+def comparable(record: rec.CoordinatorRecord) -> tuple:
+    """A record without what legitimately differs: the metadata hash and the assignment timestamp."""
+    value = record.value
+    if value is not None and hasattr(value, "metadata_hash"):
+        value = value.replace(metadata_hash=0)
+    if value is not None and hasattr(value, "assignment_timestamp"):
+        value = value.replace(assignment_timestamp=0)
+    if value is not None and hasattr(value, "commit_timestamp"):
+        value = value.replace(commit_timestamp=0)
+    return type(record.key).__name__, record.key.to_json(0), None if value is None else value.to_json(
+        record.value_version)
