@@ -122,6 +122,7 @@ class Twin:
         version = self.conn.version_for(type(request))
         self.sync_topics()
         now = self.now()
+        self.records += self.coordinator.poll(now)[0]  # as a shell would at the coordinator's deadlines
         broker = self.conn.send(request, version)
         header = HEADER(request_api_key=request.api_key, request_api_version=version, correlation_id=0,
                         client_id=CLIENT_ID)

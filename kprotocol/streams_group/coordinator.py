@@ -31,7 +31,7 @@ from kprotocol.streams_group.group import StreamsGroup
 from kprotocol.streams_group.java_order import hash_order
 from kprotocol.streams_group.member import UNREVOKED_TASKS, Member, reconcile
 from kprotocol.streams_group.records import CoordinatorRecord
-from kprotocol.streams_group.tasks import EMPTY, TaskSets, contains, from_wire
+from kprotocol.streams_group.tasks import EMPTY, TaskSets, contains
 from kprotocol.streams_group.topology import (ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Configured,
                                               InternalTopic, configure, describe, from_request, required_topics,
                                               same_topology, stateful_subtopologies)
@@ -201,7 +201,9 @@ class StreamsGroupCoordinator:
             return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
 
     def _leave(self, req: Message, response_cls: Any) -> tuple[Message, list[CoordinatorRecord]]:
-        group = self._existing_group(req.group_id)
+        group = self.group(req.group_id)
+        if group is None:
+            raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         if req.shutdown_application and group.shutdown_requested_by is None:
             group.shutdown_requested_by = req.member_id
         response = response_cls(member_id=req.member_id, member_epoch=req.member_epoch, status=[])
@@ -210,8 +212,8 @@ class StreamsGroupCoordinator:
             return response, self._apply(group, self._fence(group, req.member_id))
         member = _static_member_or_throw(group, req.instance_id, req.member_id)
         if req.member_epoch == STATIC_LEAVE_EPOCH:
-            left = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
-                                     active_epochs={s: {p: 0 for p in ps} for s, ps in member.assigned.active.items()})
+            left = dataclasses.replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
+                                       active_epochs={s: {p: 0 for p in ps} for s, ps in member.assigned.active.items()})
             group.session_deadlines.pop(member.member_id, None)
             group.rebalance_deadlines.pop(member.member_id, None)
             return response, self._apply(group, [rec.current_assignment(group.group_id, left)])
@@ -250,7 +252,10 @@ class StreamsGroupCoordinator:
             client_tags=_tags(req.client_tags) if req.client_tags is not None else member.client_tags,
             user_endpoint=(req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
             else member.user_endpoint)
-        bump = updated.metadata() != member.metadata() or replaced is not None
+        # A new member or a change the assignor sees bumps the group epoch; other changes are only recorded.
+        bump = member.member_id not in group.members or replaced is not None or \
+            (updated.process_id, updated.rack_id, updated.client_tags) != \
+            (member.process_id, member.rack_id, member.client_tags)
         if updated.metadata() != member.metadata():
             hb.records.append(rec.member_metadata(group_id, updated))
 
@@ -299,10 +304,11 @@ class StreamsGroupCoordinator:
                 hb.statuses.append((ASSIGNMENT_DELAYED, INTERVAL_DETAIL))
                 group.pending_assignment_at = group.assignment_timestamp + cfg.assignment_interval_ms
             else:
-                members = {**group.members, updated.member_id: updated}
-                if replaced is not None:
+                members, previous = {**group.members, updated.member_id: updated}, dict(group.targets)
+                if replaced is not None:  # the new static member inherits its predecessor's target
                     members.pop(replaced, None)
-                targets = self._assign(group, epoch, members, configured, hb.records, now)
+                    previous[updated.member_id] = previous.pop(replaced, EMPTY)
+                targets = self._assign(group, epoch, members, configured, hb.records, now, previous)
                 target_epoch, target = epoch, targets.get(updated.member_id, EMPTY)
         else:
             target_epoch, target = group.assignment_epoch, group.target(updated.member_id)
@@ -335,17 +341,18 @@ class StreamsGroupCoordinator:
                                 acceptable_recovery_lag=cfg.assignment.acceptable_recovery_lag,
                                 acceptable_recovery_lag_legacy=min(cfg.assignment.acceptable_recovery_lag, 2**31 - 1))
         changes: dict[str, Any] = {}
+        endpoint_epoch = group.endpoint_information_epoch
         if joining or reconciled.assigned != member.assigned:
             ids = response_cls.TaskIds
             changes.update(active_tasks=_wire(ids, reconciled.assigned.active),
                            standby_tasks=_wire(ids, reconciled.assigned.standby),
                            warmup_tasks=_wire(ids, reconciled.assigned.warmup))
             if reconciled.user_endpoint is not None:
-                group.endpoint_information_epoch += 1
-        if group.endpoint_information_epoch != req.endpoint_information_epoch:
+                endpoint_epoch += 1
+        if endpoint_epoch != req.endpoint_information_epoch:
             changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, configured, response_cls)
-        if existed:
-            changes["endpoint_information_epoch"] = group.endpoint_information_epoch
+        if existed:  # Kafka counts on the group object of the request, which a new group does not keep
+            group.endpoint_information_epoch = changes["endpoint_information_epoch"] = endpoint_epoch
         if configured.status is not None:
             hb.statuses.append(configured.status)
             self.internal_topics_to_create.update(configured.to_create)
@@ -411,25 +418,27 @@ class StreamsGroupCoordinator:
         return int.from_bytes(digest, "big", signed=True)
 
     def _assign(self, group: StreamsGroup, epoch: int, members: Mapping[str, Member] | None,
-                configured: Configured | None, records: list[CoordinatorRecord], now: int) -> dict[str, TaskSets]:
+                configured: Configured | None, records: list[CoordinatorRecord], now: int,
+                previous: Mapping[str, TaskSets] | None = None) -> dict[str, TaskSets]:
         """New targets for every member; records for those that changed and for the assignment epoch."""
         members = group.members if members is None else members
+        previous = group.targets if previous is None else previous
         cfg = self.config_for(group.group_id)
         if configured is not None and configured.is_ready:
             topology = group.topology if group.topology is not None else None
             stateful = stateful_subtopologies(topology) if topology is not None else \
                 {s for s in configured.tasks}
             try:
-                targets = compute_targets(members, group.targets, configured.tasks, stateful, cfg.assignment,
+                targets = compute_targets(members, previous, configured.tasks, stateful, cfg.assignment,
                                           group.task_offsets, group.task_end_offsets, now)
             except (ScenarioError, TaskAssignmentError) as exc:
                 raise CoordinatorError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for "
                                                              f"epoch {epoch}: {exc}") from exc
         else:
             targets = {m: EMPTY for m in members}
-        for member_id in members:
+        for member_id in hash_order(members):  # Kafka writes them in its hash map's order
             new = targets.get(member_id, EMPTY)
-            if member_id not in group.targets or group.targets[member_id] != new:
+            if member_id not in previous or previous[member_id] != new:
                 records.append(rec.target_member(group.group_id, member_id, new))
         records.append(rec.target_metadata(group.group_id, epoch, now))
         return targets

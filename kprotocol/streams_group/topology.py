@@ -165,7 +165,8 @@ def _copartition(group: list[str], repartition: set[str], topics: Mapping[str, i
     if external:
         if len(set(external.values())) > 1:
             listing = ", ".join(f"{t}={n}" for t, n in sorted(external.items()))
-            raise _TopicError(INCORRECTLY_PARTITIONED_TOPICS, f"Topics not co-partitioned: [{{{listing}}}]")
+            raise _TopicError(INCORRECTLY_PARTITIONED_TOPICS,
+                              f"Following topics do not have the same number of partitions: [{{{listing}}}]")
         n = next(iter(external.values()))
     else:
         n = max(decided.get(t, 0) for t in internal)
@@ -185,7 +186,7 @@ def describe(topology: Any, configured: Configured | None, cls: Any) -> Any:
                              replication_factor=t.replication_factor,
                              topic_configs=[cls.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
 
-    order = hash_order if ready else list
+    order = hash_order if ready else sorted
     subs = sorted(topology.subtopologies, key=lambda s: s.subtopology_id)
     return cls.Topology(epoch=topology.epoch, subtopologies=[cls.Subtopology(
         subtopology_id=s.subtopology_id, source_topics=order(s.source_topics),
