@@ -119,10 +119,24 @@ class StreamsGroupCoordinator:
             self._group_for_replay(group_id).replay(record)
 
     @classmethod
-    def from_records(cls, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]], **kwargs: Any):
+    def from_records(cls, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]],
+                     now_ms: int | None = None, **kwargs: Any) -> StreamsGroupCoordinator:
+        """A coordinator rebuilt from its log; with `now_ms`, it also starts every member's timers then."""
         coordinator = cls(**kwargs)
         coordinator.replay(records)
+        if now_ms is not None:
+            coordinator.start_timers(now_ms)
         return coordinator
+
+    def start_timers(self, now_ms: int) -> None:
+        """After loading: a session time-out for every member, a rebalance time-out for those revoking."""
+        for group in self.groups.values():
+            session = self.config_for(group.group_id).session_timeout_ms
+            for member in group.members.values():
+                group.session_deadlines[member.member_id] = now_ms + session
+                if member.state == UNREVOKED_TASKS:
+                    group.rebalance_deadlines[member.member_id] = (now_ms + member.rebalance_timeout_ms,
+                                                                   member.member_epoch)
 
     def config_for(self, group_id: str) -> GroupConfig:
         return self.group_configs.get(group_id, self.config)
