@@ -128,6 +128,7 @@ class Twin:
                         client_id=CLIENT_ID)
         ours, records = self.coordinator.handle(header, request, now, client_host=CLIENT_HOST)
         self.records += records
+        ours = type(ours).decode(ours.encode(version), version)  # what a client would read off the wire
         return broker.to_json(version), ours.to_json(version)
 
     def describe(self) -> tuple[dict, dict]:

@@ -352,8 +352,7 @@ class StreamsGroupCoordinator:
         response = response_cls(member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
                                 heartbeat_interval_ms=cfg.heartbeat_interval_ms,
                                 task_offset_interval_ms=cfg.task_offset_interval_ms,
-                                acceptable_recovery_lag=cfg.assignment.acceptable_recovery_lag,
-                                acceptable_recovery_lag_legacy=min(cfg.assignment.acceptable_recovery_lag, 2**31 - 1))
+                                **_recovery_lag(version, cfg.assignment.acceptable_recovery_lag))
         changes: dict[str, Any] = {}
         endpoint_epoch = group.endpoint_information_epoch
         if joining or reconciled.assigned != member.assigned:
@@ -757,6 +756,13 @@ def _check_tasks(configured: Configured, tasks: Iterable[Any] | None) -> None:
             if p < 0 or p >= count:
                 raise CoordinatorError(INVALID_REQUEST, f"Task {p} for subtopology {t.subtopology_id} is invalid. "
                                                         f"Number of tasks for this subtopology: {count}")
+
+
+def _recovery_lag(version: int, lag: int) -> dict[str, int]:
+    """v0 carries the lag as an int32, v1 as an int64 under another name."""
+    if version == 0:
+        return {"acceptable_recovery_lag_legacy": min(lag, 2**31 - 1)}
+    return {"acceptable_recovery_lag": lag}
 
 
 def _tags(client_tags: Iterable[Any]) -> tuple[tuple[str, str], ...]:
