@@ -21,6 +21,12 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         group = sorted(by_process.get(client.process_id, ()), key=lambda m: m.member_id)
         if not group:
             continue
+        if len(group) == 1:  # the usual one-thread process: nothing to spread
+            roles = result[group[0].member_id]
+            roles["active"] = client.of_type(AssignedTaskType.ACTIVE)
+            roles["standby"] = client.of_type(AssignedTaskType.STANDBY)
+            roles["warmup"] = client.of_type(AssignedTaskType.WARMUP)
+            continue
         actives = client.of_type(AssignedTaskType.ACTIVE)
         others = [(t, "standby") for t in client.of_type(AssignedTaskType.STANDBY)]
         others += [(t, "warmup") for t in client.of_type(AssignedTaskType.WARMUP)]
@@ -42,9 +48,9 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         for i, m in enumerate(owner):
             task, role = others[i]
             result[group[m].member_id][role].append(task)
-    for roles in result.values():
-        for tasks in roles.values():
-            tasks.sort(key=task_sort_key)
+        for m in group:
+            for tasks in result[m.member_id].values():
+                tasks.sort(key=task_sort_key)
     return result
 
 

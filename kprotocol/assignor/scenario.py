@@ -30,17 +30,12 @@ class Scenario:
     members: tuple[Member, ...]
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ScenarioError(message)
-
-
 def _count(configs: Mapping[str, Any], key: str, default: int | None) -> int | None:
     value = configs.get(key, default)
     if value is None:
         return default
-    _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-             f"config {key} must be a non-negative integer, got {value!r}")
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise ScenarioError(f"config {key} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -49,15 +44,18 @@ MAX_REPLICAS = 1_000    # standby and warm-up replicas
 
 
 def parse_configs(raw: Any) -> AssignmentConfigs:
-    _require(isinstance(raw, dict), "configs must be an object")
+    if not isinstance(raw, dict):
+        raise ScenarioError("configs must be an object")
     strategy = raw.get("rack.aware.assignment.strategy") or "none"
-    _require(strategy in RACK_STRATEGIES, f"unknown rack.aware.assignment.strategy {strategy!r}")
+    if strategy not in RACK_STRATEGIES:
+        raise ScenarioError(f"unknown rack.aware.assignment.strategy {strategy!r}")
     tags = raw.get("rack.aware.assignment.tags") or []
-    _require(isinstance(tags, list) and all(isinstance(t, str) for t in tags),
-             "rack.aware.assignment.tags must be a list of strings")
+    if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise ScenarioError("rack.aware.assignment.tags must be a list of strings")
     for name in ("num.standby.replicas", "max.warmup.replicas"):
         value = _count(raw, name, 0)
-        _require(value <= MAX_REPLICAS, f"{name} {value} is absurd (at most {MAX_REPLICAS})")
+        if value > MAX_REPLICAS:
+            raise ScenarioError(f"{name} {value} is absurd (at most {MAX_REPLICAS})")
     return AssignmentConfigs(
         acceptable_recovery_lag=_count(raw, "acceptable.recovery.lag", 10_000),
         max_warmup_replicas=_count(raw, "max.warmup.replicas", 2),
@@ -73,53 +71,74 @@ def parse_configs(raw: Any) -> AssignmentConfigs:
 def _partition_racks(raw: Any) -> dict[str, list[frozenset[str] | None]]:
     if raw is None:
         return {}
-    _require(isinstance(raw, dict), "topic_partition_racks must be an object")
+    if not isinstance(raw, dict):
+        raise ScenarioError("topic_partition_racks must be an object")
     racks: dict[str, list[frozenset[str] | None]] = {}
     for topic, per_partition in raw.items():
-        _require(isinstance(per_partition, list), f"topic_partition_racks[{topic!r}] must be a list")
+        if not isinstance(per_partition, list):
+            raise ScenarioError(f"topic_partition_racks[{topic!r}] must be a list")
         racks[topic] = []
         for replicas in per_partition:
-            _require(replicas is None or isinstance(replicas, list) and all(isinstance(r, str) for r in replicas),
-                     f"topic_partition_racks[{topic!r}] entries must be lists of rack ids")
+            if not (replicas is None or isinstance(replicas, list) and all(isinstance(r, str) for r in replicas)):
+                raise ScenarioError(f"topic_partition_racks[{topic!r}] entries must be lists of rack ids")
             racks[topic].append(frozenset(replicas) if replicas else None)
     return racks
 
 
 def parse_tasks(raw: Any, racks: dict[str, list[frozenset[str] | None]]) -> dict[str, TaskInfo]:
-    _require(isinstance(raw, list), "subtopologies must be a list")
+    if not isinstance(raw, list):
+        raise ScenarioError("subtopologies must be a list")
     tasks: dict[str, TaskInfo] = {}
     seen: set[str] = set()
     for i, sub in enumerate(raw):
-        _require(isinstance(sub, dict), f"subtopologies[{i}] must be an object")
+        if not isinstance(sub, dict):
+            raise ScenarioError(f"subtopologies[{i}] must be an object")
         sid = sub.get("id")
-        _require(isinstance(sid, str) and sid != "", f"subtopologies[{i}] needs a non-empty string id")
-        _require(sid not in seen, f"duplicate subtopology id {sid!r}")
+        if not (isinstance(sid, str) and sid != ""):
+            raise ScenarioError(f"subtopologies[{i}] needs a non-empty string id")
+        if sid in seen:
+            raise ScenarioError(f"duplicate subtopology id {sid!r}")
         seen.add(sid)
         count = sub.get("partitions")
-        _require(isinstance(count, int) and not isinstance(count, bool) and count >= 0,
-                 f"subtopology {sid!r}: partitions must be a non-negative integer, got {count!r}")
-        _require(len(tasks) + count <= MAX_TASKS,
-                 f"subtopology {sid!r}: {len(tasks) + count} tasks in all is absurd (at most {MAX_TASKS})")
+        if not (isinstance(count, int) and not isinstance(count, bool) and count >= 0):
+            raise ScenarioError(f"subtopology {sid!r}: partitions must be a non-negative integer, got {count!r}")
+        if len(tasks) + count > MAX_TASKS:
+            raise ScenarioError(f"subtopology {sid!r}: {len(tasks) + count} tasks in all is absurd "
+                                f"(at most {MAX_TASKS})")
         sources, changelogs = sub.get("source_topics") or [], sub.get("changelog_topics") or []
-        _require(all(isinstance(t, str) for t in [*sources, *changelogs]),
-                 f"subtopology {sid!r}: topic names must be strings")
+        if not all(isinstance(t, str) for t in [*sources, *changelogs]):
+            raise ScenarioError(f"subtopology {sid!r}: topic names must be strings")
         stateful = sub.get("stateful", bool(changelogs))
-        _require(isinstance(stateful, bool), f"subtopology {sid!r}: stateful must be a boolean")
+        if not isinstance(stateful, bool):
+            raise ScenarioError(f"subtopology {sid!r}: stateful must be a boolean")
+        topics = [(topic, is_changelog, racks.get(topic, ())) for topics, is_changelog
+                  in ((sources, False), (changelogs, True)) for topic in topics]
         for p in range(count):
-            parts = tuple(
-                TaskTopicPartition(topic, p, is_changelog, racks[topic][p] if p < len(racks.get(topic, ())) else None)
-                for topics, is_changelog in ((sources, False), (changelogs, True)) for topic in topics)
+            parts = tuple(_frozen(TaskTopicPartition, topic=topic, partition=p, is_changelog=is_changelog,
+                                  rack_ids=known[p] if p < len(known) else None)
+                          for topic, is_changelog, known in topics)
             task_id = f"{sid}_{p}"
-            _require(task_id not in tasks, f"task id {task_id!r} is defined twice")
-            tasks[task_id] = TaskInfo(task_id, stateful, parts)
+            if task_id in tasks:
+                raise ScenarioError(f"task id {task_id!r} is defined twice")
+            tasks[task_id] = _frozen(TaskInfo, id=task_id, is_stateful=stateful, topic_partitions=parts)
     return tasks
+
+
+def _frozen(cls: type, **fields: Any) -> Any:
+    """An instance of a frozen dataclass without its __init__'s per-field checks: tens of thousands of
+    tasks are built per scenario, and the fields here are already validated."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 def _task_list(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> tuple[str, ...]:
     values = member.get(key) or []
-    _require(isinstance(values, list), f"member {member['member_id']!r}: {key} must be a list")
-    for t in values:
-        _require(t in tasks, f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
+    if not isinstance(values, list):
+        raise ScenarioError(f"member {member['member_id']!r}: {key} must be a list")
+    if not all(map(tasks.__contains__, values)):
+        unknown = next(t for t in values if t not in tasks)
+        raise ScenarioError(f"member {member['member_id']!r}: unknown task id {unknown!r} in {key}")
     return tuple(values)
 
 
@@ -129,34 +148,44 @@ LATEST_OFFSET = -2  # Kafka's offset sum of a task the member runs as active: ca
 def _offsets(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> dict[str, int]:
     """Reported offsets by task; negative sums other than LATEST_OFFSET mean "unknown" and are dropped."""
     values = member.get(key) or {}
-    _require(isinstance(values, dict), f"member {member['member_id']!r}: {key} must be an object")
+    if not isinstance(values, dict):
+        raise ScenarioError(f"member {member['member_id']!r}: {key} must be an object")
     offsets = {}
     for t, offset in values.items():
-        _require(t in tasks, f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
+        if t not in tasks:
+            raise ScenarioError(f"member {member['member_id']!r}: unknown task id {t!r} in {key}")
         integral = isinstance(offset, (int, float)) and not isinstance(offset, bool) and float(offset).is_integer()
-        _require(integral, f"member {member['member_id']!r}: {key}[{t!r}] must be an integer, got {offset!r}")
+        if not integral:
+            raise ScenarioError(f"member {member['member_id']!r}: {key}[{t!r}] must be an integer, got {offset!r}")
         if offset >= 0 or offset == LATEST_OFFSET and key == "task_offsets":
             offsets[t] = int(offset)
     return offsets
 
 
 def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
-    _require(isinstance(raw, dict), "a scenario must be a JSON object")
+    if not isinstance(raw, dict):
+        raise ScenarioError("a scenario must be a JSON object")
     assignor = raw.get("assignor", "highly_available")
-    _require(isinstance(assignor, str) and assignor != "", "assignor must be a non-empty string")
+    if not (isinstance(assignor, str) and assignor != ""):
+        raise ScenarioError("assignor must be a non-empty string")
     configs = parse_configs(raw.get("configs") or {})
     tasks = parse_tasks(raw.get("subtopologies"), _partition_racks(raw.get("topic_partition_racks")))
     raw_members = raw.get("members")
-    _require(isinstance(raw_members, list) and raw_members, "members must be a non-empty list")
+    if not (isinstance(raw_members, list) and raw_members):
+        raise ScenarioError("members must be a non-empty list")
     members: list[Member] = []
     member_of: dict[str, Member] = {}
     by_process: dict[str, list[dict]] = {}
     for i, m in enumerate(raw_members):
-        _require(isinstance(m, dict), f"members[{i}] must be an object")
+        if not isinstance(m, dict):
+            raise ScenarioError(f"members[{i}] must be an object")
         mid, pid = m.get("member_id"), m.get("process_id")
-        _require(isinstance(mid, str) and mid != "", f"members[{i}] needs a non-empty string member_id")
-        _require(isinstance(pid, str) and pid != "", f"member {mid!r} needs a non-empty string process_id")
-        _require(mid not in member_of, f"duplicate member id {mid!r}")
+        if not (isinstance(mid, str) and mid != ""):
+            raise ScenarioError(f"members[{i}] needs a non-empty string member_id")
+        if not (isinstance(pid, str) and pid != ""):
+            raise ScenarioError(f"member {mid!r} needs a non-empty string process_id")
+        if mid in member_of:
+            raise ScenarioError(f"duplicate member id {mid!r}")
         member_of[mid] = Member(mid, pid, *(_task_list(m, role, tasks) for role in ROLES))
         members.append(member_of[mid])
         by_process.setdefault(pid, []).append(m)
@@ -188,11 +217,13 @@ def _end_offsets(offsets: dict[str, dict[str, int]], ends: dict[str, dict[str, i
 def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: Mapping[str, TaskInfo],
                   offsets: dict[str, dict[str, int]], end_offset: dict[str, int]) -> KafkaStreamsState:
     rack = next((m.get("rack") for m in raw_group if m.get("rack") is not None), None)
-    _require(rack is None or isinstance(rack, str), f"process {pid!r}: rack must be a string or null")
+    if not (rack is None or isinstance(rack, str)):
+        raise ScenarioError(f"process {pid!r}: rack must be a string or null")
     tags: dict[str, str] = {}
     for m in raw_group:
         raw_tags = m.get("client_tags") or {}
-        _require(isinstance(raw_tags, dict), f"member {m['member_id']!r}: client_tags must be an object")
+        if not isinstance(raw_tags, dict):
+            raise ScenarioError(f"member {m['member_id']!r}: client_tags must be an object")
         tags.update({k: v for k, v in raw_tags.items() if k not in tags})
     active = frozenset(t for m in group for t in m.active)
     standby = frozenset(t for m in group for t in (*m.standby, *m.warmup)) - active
@@ -205,7 +236,8 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
     for t in active:
         if tasks[t].is_stateful:
             lags[t] = 0
-    return KafkaStreamsState(
+    return _frozen(
+        KafkaStreamsState,
         process_id=pid, num_processing_threads=len(group), rack_id=rack, client_tags=MappingProxyType(tags),
         previous_active_tasks=active, previous_standby_tasks=standby,
         consumer_client_ids=tuple(sorted(m.member_id for m in group)),

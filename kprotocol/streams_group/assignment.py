@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 from kprotocol.assignor import (ApplicationState, AssignmentConfigs, AssignmentError, KafkaStreamsState,
@@ -34,22 +35,24 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     """member id -> its new target, for `tasks` (subtopology -> number of tasks)."""
     if not members:
         return {}
-    all_tasks = {f"{sub}_{p}": TaskInfo(f"{sub}_{p}", sub in stateful) for sub in tasks for p in range(tasks[sub])}
+    all_tasks = _task_infos(tuple(sorted(tasks.items())), frozenset(stateful))
     by_process: dict[str, list[Member]] = {}
-    for m in members.values():
-        by_process.setdefault(m.process_id, []).append(m)
+    scenario_by_process: dict[str, list[ScenarioMember]] = {}
     scenario_members = []
     for m in members.values():
         t = targets.get(m.member_id)
-        scenario_members.append(ScenarioMember(m.member_id, m.process_id, *(
-            tuple(x for x in task_ids(role) if x in all_tasks) for role in (t or TaskSets()))))
+        member = ScenarioMember(m.member_id, m.process_id, *(
+            tuple(x for x in task_ids(role) if x in all_tasks) for role in (t or TaskSets())))
+        scenario_members.append(member)
+        by_process.setdefault(m.process_id, []).append(m)
+        scenario_by_process.setdefault(m.process_id, []).append(member)
     ends: dict[str, int] = {}
     for per_member in end_offsets.values():
         for (sub, p), offset in per_member.items():
             ends[f"{sub}_{p}"] = max(ends.get(f"{sub}_{p}", 0), offset)
     states = {}
     for pid, group in by_process.items():
-        group_members = [s for s in scenario_members if s.process_id == pid]
+        group_members = scenario_by_process[pid]
         active = frozenset(x for s in group_members for x in s.active)
         standby = frozenset(x for s in group_members for x in (*s.standby, *s.warmup)) - active
         lags: dict[str, int] = {}
@@ -78,6 +81,13 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     roles = distribute(assignment, scenario_members)
     return {member_id: TaskSets(*(_tasks(r[role]) for role in ("active", "standby", "warmup")))
             for member_id, r in roles.items()}
+
+
+@lru_cache(maxsize=64)
+def _task_infos(tasks: tuple[tuple[str, int], ...], stateful: frozenset[str]) -> Mapping[str, TaskInfo]:
+    """The assignor's tasks of a configured topology (built once per topology and partition counts)."""
+    return MappingProxyType({f"{sub}_{p}": TaskInfo(f"{sub}_{p}", sub in stateful)
+                             for sub, count in tasks for p in range(count)})
 
 
 def _tasks(ids: list[str]) -> dict[str, frozenset[int]]:

@@ -273,6 +273,16 @@ class StreamsGroupCoordinator:
         if updated.metadata() != member.metadata():
             hb.records.append(rec.member_metadata(group_id, updated))
 
+        # Task offsets: a warm-up task that caught up asks for a new assignment (KIP-441's probing rebalance).
+        if req.task_offsets is not None:
+            group.task_offsets[member.member_id] = {(t.subtopology_id, t.partition): t.offset
+                                                    for t in req.task_offsets}
+        if req.task_end_offsets is not None:
+            group.task_end_offsets[member.member_id] = {(t.subtopology_id, t.partition): t.offset
+                                                        for t in req.task_end_offsets}
+        if req.task_offsets is not None and self._warmups_caught_up(group, member, cfg):
+            bump = True
+
         # 2. the topology
         topology = self._topology(group, req, hb.records)
         if group.topology is not None and updated.topology_epoch < group.topology.epoch:
@@ -341,12 +351,6 @@ class StreamsGroupCoordinator:
         group.session_deadlines[reconciled.member_id] = now + cfg.session_timeout_ms
         if req.shutdown_application and group.shutdown_requested_by is None:
             group.shutdown_requested_by = reconciled.member_id
-        if req.task_offsets is not None:
-            group.task_offsets[reconciled.member_id] = {(t.subtopology_id, t.partition): t.offset
-                                                        for t in req.task_offsets}
-        if req.task_end_offsets is not None:
-            group.task_end_offsets[reconciled.member_id] = {(t.subtopology_id, t.partition): t.offset
-                                                            for t in req.task_end_offsets}
 
         # the response
         response = response_cls(member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
@@ -375,6 +379,23 @@ class StreamsGroupCoordinator:
                                                       "entire application."))
         changes["status"] = [response_cls.Status(status_code=c, status_detail=d) for c, d in hb.statuses]
         return response.replace(**changes), self._apply(group, hb.records)
+
+    @staticmethod
+    def _warmups_caught_up(group: StreamsGroup, member: Member, cfg: GroupConfig) -> bool:
+        """Whether a warm-up task of `member` newly lags at most the acceptable recovery lag."""
+        offsets = group.task_offsets.get(member.member_id, {})
+        done = group.caught_up.setdefault(member.member_id, set())
+        newly = False
+        for sub, parts in member.assigned.warmup.items():
+            for p in parts:
+                task = (sub, p)
+                if task in done or task not in offsets:
+                    continue
+                end = max((ends.get(task, 0) for ends in group.task_end_offsets.values()), default=0)
+                if end - offsets[task] <= cfg.assignment.acceptable_recovery_lag:
+                    done.add(task)
+                    newly = True
+        return newly
 
     def _member_for(self, group: StreamsGroup, req: Message, joining: bool, owned: TaskSets | None,
                     records: list[CoordinatorRecord]) -> tuple[Member, str | None]:
@@ -489,6 +510,7 @@ class StreamsGroupCoordinator:
         group.rebalance_deadlines.pop(member_id, None)
         group.task_offsets.pop(member_id, None)
         group.task_end_offsets.pop(member_id, None)
+        group.caught_up.pop(member_id, None)
         return rec.remove_member(group.group_id, member_id) + [rec.group_metadata(
             group.group_id, group.epoch + 1, group.metadata_hash, group.validated_topology_epoch,
             group.last_assignment_configs)]

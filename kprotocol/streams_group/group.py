@@ -48,6 +48,7 @@ class StreamsGroup:
     shutdown_requested_by: str | None = None
     task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     task_end_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    caught_up: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # warm-ups seen caught up
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (deadline, epoch)
     pending_assignment_at: int | None = None
