@@ -98,6 +98,7 @@ class StreamsGroupCoordinator:
         self.topics: dict[str, int] = dict(topics or {})
         self.topics_version = 0
         self.internal_topics_to_create: dict[str, InternalTopic] = {}
+        self.classic_members: dict[str, set[str]] = {}  # group -> members speaking the classic protocol (compat)
         self._pending_txn: dict[int, list[CoordinatorRecord]] = {}
 
     # --- inputs other than requests ------------------------------------------------------------
@@ -115,6 +116,8 @@ class StreamsGroupCoordinator:
                 record = rec.decode(*record)
                 if record is None:
                     continue
+            if record.type_id == rec.GROUP_METADATA:
+                continue  # a classic group's record: compat's to replay
             group_id = record.key.group if record.type_id == 1 else record.key.group_id
             self._group_for_replay(group_id).replay(record)
 
@@ -550,7 +553,9 @@ class StreamsGroupCoordinator:
 
     def describe_group(self, group: StreamsGroup, response_cls: Any, version: int = 1) -> Any:
         cls = response_cls
-        members = [self._describe_member(group, group.members[m], cls) for m in sorted(group.members)]
+        classic = self.classic_members.get(group.group_id, set())
+        members = [self._describe_member(group, group.members[m], cls).replace(is_classic=m in classic)
+                   for m in sorted(group.members)]
         extra = {"assignor_name": self.config_for(group.group_id).assignment.assignor} if version >= 1 else {}
         return cls.DescribedGroup(group_id=group.group_id, group_state=group.state, group_epoch=group.epoch,
                                   assignment_epoch=group.assignment_epoch,

@@ -21,7 +21,8 @@ _K = {name: message_class(f"StreamsGroup{name}Key") for name in (
     "CurrentMemberAssignment")}
 _V = {name: message_class(f"StreamsGroup{name}Value") for name in _K}
 OffsetCommitKey, OffsetCommitValue = message_class("OffsetCommitKey"), message_class("OffsetCommitValue")
-OFFSET_COMMIT_VALUE_VERSION = 3  # what Kafka 4.x writes when the commit has no topic id
+GROUP_METADATA = 2
+VALUE_VERSIONS = {1: 3, 2: 3}  # what Kafka 4.x writes: offset commits without topic id, classic group metadata
 
 
 class CoordinatorRecord(NamedTuple):
@@ -34,7 +35,7 @@ class CoordinatorRecord(NamedTuple):
 
     @property
     def value_version(self) -> int:
-        return OFFSET_COMMIT_VALUE_VERSION if self.type_id == 1 else 0
+        return VALUE_VERSIONS.get(self.type_id, 0)
 
     def encode(self) -> tuple[bytes, bytes | None]:
         key = _PREFIX.pack(self.type_id) + self.key.encode(type(self.key).valid_versions[0])
@@ -137,12 +138,13 @@ def offset_commit(group_id: str, topic: str, partition: int, offset: int, leader
 
 
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
-    """A record of `__consumer_offsets` as typed messages, or None if it is not a streams group or offset record."""
+    """A record of `__consumer_offsets` as typed messages, or None unless it is a streams group, classic group
+    or offset record."""
     from kprotocol.coordinator.record_types import record_types
 
     (type_id,) = _PREFIX.unpack_from(key)
     kind = record_types().get(type_id)
-    if kind is None or not (type_id == 1 or kind.key.__name__.startswith("StreamsGroup")):
+    if kind is None or not (type_id in (1, 2) or kind.key.__name__.startswith("StreamsGroup")):
         return None
     k = kind.key.decode(key[2:], kind.key_version)
     if value is None:

@@ -1,0 +1,250 @@
+"""A classic (leader-based) consumer group, as Kafka's classic group coordinator runs one, sans-IO.
+
+Members join (JoinGroup), the coordinator waits until every known member has rejoined or the
+rebalance time-out passes, elects a leader and answers all joins; the leader's SyncGroup brings
+the assignments, which every member then collects. Answers that must wait are returned later,
+tagged with the caller's token: `handle` and `poll` both return `(token, response)` pairs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kprotocol.registry import api_classes, message_class
+from kprotocol.runtime.struct import Message
+from kprotocol.streams_group.records import CoordinatorRecord
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = 25, 22, 27
+INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED = 23, 79
+EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+GroupMetadataKey, GroupMetadataValue = message_class("GroupMetadataKey"), message_class("GroupMetadataValue")
+
+Token = Hashable
+Answer = tuple[Token, Message]
+
+
+@dataclass
+class ClassicMember:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    session_deadline: int = 0
+    join_token: Token | None = None
+    join_version: int = 0
+    sync_token: Token | None = None
+    sync_version: int = 0
+
+    def metadata(self, protocol: str) -> bytes:
+        return next(m for name, m in self.protocols if name == protocol)
+
+
+@dataclass
+class ClassicGroup:
+    group_id: str
+    initial_delay_ms: int = 3_000
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    state: str = EMPTY
+    members: dict[str, ClassicMember] = field(default_factory=dict)
+    pending_ids: set[str] = field(default_factory=set)
+    rebalance_deadline: int | None = None
+    in_initial_delay: bool = False  # a new group waits for more members before its first generation
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def join(self, token: Token, header: Message, req: Message, now: int, client_host: str) -> \
+            tuple[list[Answer], list[CoordinatorRecord]]:
+        _, cls = api_classes(JOIN_GROUP)
+        version = header.request_api_version
+        if self.protocol_type not in (None, req.protocol_type) and self.members or not req.protocols:
+            return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))], []
+        member_id = req.member_id
+        if member_id == "":
+            member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
+            if version >= 4:
+                self.pending_ids.add(member_id)
+                return [(token, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1))], []
+        elif member_id not in self.members and member_id not in self.pending_ids:
+            return [(token, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1))], []
+        self.pending_ids.discard(member_id)
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        old = self.members.get(member_id)
+        member = ClassicMember(member_id, req.group_instance_id, header.client_id or "", client_host,
+                               req.session_timeout_ms, req.rebalance_timeout_ms if version >= 1 else
+                               req.session_timeout_ms, req.protocol_type, protocols,
+                               old.assignment if old else b"", now + req.session_timeout_ms, token, version)
+        self.members[member_id] = member
+        self.protocol_type = req.protocol_type
+        if self.state == STABLE and old is not None and old.protocols == protocols and member_id != self.leader:
+            member.join_token = None  # nothing changed for a follower: the current generation stands
+            return [(token, self._join_response(member, version, with_members=False))], []
+        answers: list[Answer] = []
+        if self.state != PREPARING:
+            answers += self._prepare(now)
+        return answers + self._maybe_complete_join(now), []
+
+    def sync(self, token: Token, header: Message, req: Message, now: int) -> \
+            tuple[list[Answer], list[CoordinatorRecord]]:
+        _, cls = api_classes(SYNC_GROUP)
+        member = self.members.get(req.member_id)
+        if member is None:
+            return [(token, cls(error_code=UNKNOWN_MEMBER_ID))], []
+        if req.generation_id != self.generation:
+            return [(token, cls(error_code=ILLEGAL_GENERATION))], []
+        if self.state == PREPARING:
+            return [(token, cls(error_code=REBALANCE_IN_PROGRESS))], []
+        member.session_deadline = now + member.session_timeout_ms
+        if self.state == STABLE:
+            return [(token, self._sync_response(member, header.request_api_version))], []
+        member.sync_token, member.sync_version = token, header.request_api_version
+        if req.member_id != self.leader:
+            return [], []
+        given = {a.member_id: a.assignment for a in req.assignments}
+        for m in self.members.values():
+            m.assignment = given.get(m.member_id, b"")
+        self.state = STABLE
+        answers = []
+        for m in self.members.values():
+            if m.sync_token is not None:
+                answers.append((m.sync_token, self._sync_response(m, m.sync_version)))
+                m.sync_token = None
+        return answers, [self.record(now)]
+
+    def heartbeat(self, req: Message, now: int) -> int:
+        member = self.members.get(req.member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if req.generation_id != self.generation:
+            return ILLEGAL_GENERATION
+        member.session_deadline = now + member.session_timeout_ms
+        return REBALANCE_IN_PROGRESS if self.state == PREPARING else 0
+
+    def leave(self, member_ids: list[str], now: int) -> tuple[list[int], list[Answer], list[CoordinatorRecord]]:
+        errors, answers, records = [], [], []
+        for member_id in member_ids:
+            if member_id in self.members:
+                del self.members[member_id]
+                errors.append(0)
+            else:
+                errors.append(UNKNOWN_MEMBER_ID)
+        if any(e == 0 for e in errors):
+            more, records = self._membership_changed(now)
+            answers += more
+        return errors, answers, records
+
+    def poll(self, now: int) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        answers: list[Answer] = []
+        records: list[CoordinatorRecord] = []
+        expired = [m for m in self.members.values() if m.session_deadline <= now and m.join_token is None]
+        for m in expired:
+            del self.members[m.member_id]
+        if expired:
+            answers, records = self._membership_changed(now)
+        if self.state == PREPARING and self.rebalance_deadline is not None and self.rebalance_deadline <= now:
+            for m in [m for m in self.members.values() if m.join_token is None]:
+                del self.members[m.member_id]  # did not rejoin in time
+            answers += self._complete_join(now)
+            if not self.members:
+                records.append(self.record(now))
+        return answers, records
+
+    def next_deadline(self) -> int | None:
+        deadlines = [m.session_deadline for m in self.members.values() if m.join_token is None]
+        if self.state == PREPARING and self.rebalance_deadline is not None:
+            deadlines.append(self.rebalance_deadline)
+        return min(deadlines, default=None)
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    def _membership_changed(self, now: int) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        if not self.members:
+            answers = self._complete_join(now) if self.state == PREPARING else []
+            self.state, self.leader = EMPTY, None
+            return answers, [self.record(now)]
+        if self.state == PREPARING:
+            return self._maybe_complete_join(now), []
+        return self._prepare(now) + self._maybe_complete_join(now), []
+
+    def _prepare(self, now: int) -> list[Answer]:
+        """Start a rebalance: pending syncs learn it, members must rejoin before the deadline."""
+        _, sync_cls = api_classes(SYNC_GROUP)
+        answers = [(m.sync_token, sync_cls(error_code=REBALANCE_IN_PROGRESS))
+                   for m in self.members.values() if m.sync_token is not None]
+        for m in self.members.values():
+            m.sync_token = None
+        self.in_initial_delay = self.state == EMPTY and self.initial_delay_ms > 0
+        self.state = PREPARING
+        self.rebalance_deadline = now + (self.initial_delay_ms if self.in_initial_delay else
+                                         max(m.rebalance_timeout_ms for m in self.members.values()))
+        return answers
+
+    def _maybe_complete_join(self, now: int) -> list[Answer]:
+        if self.in_initial_delay or any(m.join_token is None for m in self.members.values()):
+            return []
+        return self._complete_join(now)
+
+    def _complete_join(self, now: int) -> list[Answer]:
+        self.in_initial_delay = False
+        self.generation += 1
+        if not self.members:
+            return []
+        common = [name for name, _ in next(iter(self.members.values())).protocols
+                  if all(any(n == name for n, _ in m.protocols) for m in self.members.values())]
+        self.protocol_name = common[0] if common else None
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.state = COMPLETING
+        answers = []
+        for m in self.members.values():
+            if m.join_token is not None:
+                answers.append((m.join_token, self._join_response(m, m.join_version, m.member_id == self.leader)))
+                m.join_token = None
+            m.session_deadline = now + m.session_timeout_ms
+        return answers
+
+    def _join_response(self, member: ClassicMember, version: int, with_members: bool) -> Message:
+        _, cls = api_classes(JOIN_GROUP)
+        members = [cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
+                                               metadata=m.metadata(self.protocol_name))
+                   for m in self.members.values()] if with_members else []
+        return cls(generation_id=self.generation, protocol_type=self.protocol_type, protocol_name=self.protocol_name,
+                   leader=self.leader or "", member_id=member.member_id, members=members)
+
+    def _sync_response(self, member: ClassicMember, version: int) -> Message:
+        _, cls = api_classes(SYNC_GROUP)
+        return cls(protocol_type=self.protocol_type, protocol_name=self.protocol_name, assignment=member.assignment)
+
+    def record(self, now: int) -> CoordinatorRecord:
+        """The GroupMetadata record of the group as it stands."""
+        v = GroupMetadataValue
+        return CoordinatorRecord(GroupMetadataKey(group=self.group_id), v(
+            protocol_type=self.protocol_type or "", generation=self.generation, protocol=self.protocol_name,
+            leader=self.leader, current_state_timestamp=now, members=[v.MemberMetadata(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms, subscription=m.metadata(self.protocol_name)
+                if self.protocol_name else b"", assignment=m.assignment) for m in self.members.values()]))
+
+    @classmethod
+    def from_record(cls, group_id: str, value: Any, now: int, initial_delay_ms: int = 3_000) -> ClassicGroup:
+        """The group a GroupMetadata record describes, stable, every session starting at `now`."""
+        group = cls(group_id, initial_delay_ms, value.generation, value.protocol_type or None, value.protocol,
+                    value.leader, STABLE if value.members else EMPTY)
+        for m in value.members:
+            group.members[m.member_id] = ClassicMember(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                m.rebalance_timeout, value.protocol_type, [(value.protocol, m.subscription)], m.assignment,
+                now + m.session_timeout)
+        return group

@@ -1,0 +1,322 @@
+"""The migration coordinator: classic Streams members and streams-protocol members in one group.
+
+A group is classic (leader-based, `ClassicGroup`) until a member joins with StreamsGroupHeartbeat:
+then it becomes a streams group whose epoch continues the classic generation, every classic member
+becomes a streams member (its tasks read from its last classic assignment) and is asked to rejoin.
+From then on a classic member's JoinGroup is a heartbeat of that member (its SubscriptionInfo gives
+process, endpoint, tags and task offsets; its owned partitions the actives it still runs), SyncGroup
+hands it its current tasks as a classic assignment, and Heartbeat asks it to rejoin whenever its
+assignment can move. When the last streams-protocol member leaves, the group turns classic again.
+Sans-IO like the streams-group coordinator: `(token, response)` answers and records out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compat.classic import (HEARTBEAT, ILLEGAL_GENERATION, JOIN_GROUP, LEAVE_GROUP, MEMBER_ID_REQUIRED, GroupMetadataKey,
+                            REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember)
+from compat.translate import (ClassicSubscription, assigned_tasks, classic_assignment, decode_subscription,
+                              owned_active_tasks)
+from kprotocol.registry import api_classes, message_class
+from kprotocol.runtime.struct import Message
+from kprotocol.streams.model import NO_NEXT_REBALANCE
+from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator
+from kprotocol.streams_group import records as rec
+from kprotocol.streams_group.coordinator import STREAMS_GROUP_HEARTBEAT
+from kprotocol.streams_group.member import UNREVOKED_TASKS, Member
+from kprotocol.streams_group.records import CoordinatorRecord
+from kprotocol.streams_group.tasks import TaskSets
+from kprotocol.streams_group.topology import from_request
+
+Token = Hashable
+Answer = tuple[Token, Message]
+HB = message_class("StreamsGroupHeartbeatRequest")
+HEADER = message_class("RequestHeader")
+STREAMS_PROTOCOL = "stream"
+PROBING_INTERVAL_MS = 10_000  # a classic member holding warm-ups rejoins this often to report its offsets
+
+
+@dataclass
+class ClassicInfo:
+    """What the coordinator keeps of a classic member of a streams group (soft state: a member
+    unknown after a restart is asked to rejoin and tells it again)."""
+
+    subscription: ClassicSubscription
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+
+
+class MigrationCoordinator:
+    """Classic groups, streams groups and the conversions between them."""
+
+    def __init__(self, config: GroupConfig = GroupConfig(), topics: Mapping[str, int] | None = None, *,
+                 group_configs: Mapping[str, GroupConfig] | None = None, classic_initial_delay_ms: int = 3_000) -> None:
+        self.streams = StreamsGroupCoordinator(config, topics, group_configs)
+        self.classic: dict[str, ClassicGroup] = {}
+        self.classic_info: dict[str, dict[str, ClassicInfo]] = {}
+        self.classic_initial_delay_ms = classic_initial_delay_ms
+        self._pending_ids: set[str] = set()
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def set_topics(self, topics: Mapping[str, int]) -> None:
+        self.streams.set_topics(topics)
+
+    def replay(self, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]], now_ms: int = 0) -> None:
+        """Rebuild from `__consumer_offsets` records: classic groups from GroupMetadata, the rest by the
+        streams-group coordinator."""
+        typed = [r if isinstance(r, CoordinatorRecord) else rec.decode(*r) for r in records]
+        typed = [r for r in typed if r is not None]
+        for r in typed:
+            if r.type_id == rec.GROUP_METADATA:
+                if r.value is None or not r.value.members:
+                    self.classic.pop(r.key.group, None)
+                else:
+                    self.classic[r.key.group] = ClassicGroup.from_record(r.key.group, r.value, now_ms,
+                                                                         self.classic_initial_delay_ms)
+        self.streams.replay(typed)
+        self.streams.start_timers(now_ms)
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def handle(self, token: Token, header: Message, request: Message, now: int, *,
+               client_host: str = "") -> tuple[list[Answer], list[CoordinatorRecord]]:
+        """Answer one request now or later: every answer comes back as (token, response)."""
+        api_key = header.request_api_key
+        group_id = request.group_id
+        streams_group = self.streams.group(group_id)
+        if api_key == STREAMS_GROUP_HEARTBEAT:
+            records = self._to_streams(group_id, request, now) if request.member_epoch == 0 else []
+            response, more = self.streams.handle(header, request, now, client_host=client_host)
+            records += more
+            return [(token, response)], records + self._maybe_to_classic(group_id, now)
+        if api_key not in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP):
+            response, records = self.streams.handle(header, request, now, client_host=client_host)
+            return [(token, response)], records
+        if streams_group is not None and api_key == JOIN_GROUP and not streams_group.members:
+            records = self._drop_streams_group(group_id)  # an empty streams group: classic members start afresh
+            streams_group = None
+        else:
+            records = []
+        if streams_group is None:
+            answers, more = self._classic(token, header, request, now, client_host)
+            return answers, records + more
+        if api_key == JOIN_GROUP:
+            return self._join_streams(token, header, request, now, client_host)
+        if api_key == SYNC_GROUP:
+            return [(token, self._sync_streams(request, now))], []
+        if api_key == HEARTBEAT:
+            return [(token, self._heartbeat_streams(request, now))], []
+        response, records = self.streams.handle(header, request, now)
+        for identity in (request.members if header.request_api_version >= 3 else []):
+            self.classic_info.get(group_id, {}).pop(identity.member_id, None)
+        return [(token, response)], records + self._maybe_to_classic(group_id, now)
+
+    def poll(self, now: int) -> tuple[list[Answer], list[CoordinatorRecord], int | None]:
+        answers: list[Answer] = []
+        records, _ = self.streams.poll(now)
+        for group_id in list(self.streams.groups):
+            records += self._maybe_to_classic(group_id, now)
+        for group in list(self.classic.values()):
+            more_answers, more_records = group.poll(now)
+            answers += more_answers
+            records += more_records
+        deadlines = [d for d in [self.streams.next_deadline(), *(g.next_deadline() for g in self.classic.values())]
+                     if d is not None]
+        return answers, records, min(deadlines, default=None)
+
+    # --- classic groups -----------------------------------------------------------------------
+
+    def _classic(self, token: Token, header: Message, req: Message, now: int,
+                 client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        api_key, version = header.request_api_key, header.request_api_version
+        group = self.classic.get(req.group_id)
+        if group is None:
+            if api_key != JOIN_GROUP:
+                _, cls = api_classes(api_key)
+                return [(token, cls(error_code=UNKNOWN_MEMBER_ID))], []
+            group = self.classic[req.group_id] = ClassicGroup(req.group_id, self.classic_initial_delay_ms)
+        if api_key == JOIN_GROUP:
+            return group.join(token, header, req, now, client_host)
+        if api_key == SYNC_GROUP:
+            return group.sync(token, header, req, now)
+        _, cls = api_classes(api_key)
+        if api_key == HEARTBEAT:
+            return [(token, cls(error_code=group.heartbeat(req, now)))], []
+        ids = [m.member_id for m in req.members] if version >= 3 else [req.member_id]
+        errors, answers, records = group.leave(ids, now)
+        if version >= 3:
+            return [(token, cls(members=[cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                                           error_code=e) for m, e in zip(req.members, errors)]))] \
+                + answers, records
+        return [(token, cls(error_code=errors[0]))] + answers, records
+
+    # --- conversions ----------------------------------------------------------------------------
+
+    def _to_streams(self, group_id: str, request: Message, now: int) -> list[CoordinatorRecord]:
+        """A streams-protocol member joins a classic group: the group becomes a streams group."""
+        classic = self.classic.pop(group_id, None)
+        if classic is None or self.streams.group(group_id) is not None or request.topology is None:
+            return []
+        epoch = max(classic.generation, 1)
+        topology = rec.topology(group_id, from_request(request.topology))
+        records = [CoordinatorRecord(GroupMetadataKey(group=group_id), None), topology]
+        infos = self.classic_info.setdefault(group_id, {})
+        for m in classic.members.values():
+            metadata = dict(m.protocols).get(STREAMS_PROTOCOL)
+            if metadata is None:
+                continue
+            subscription = decode_subscription(metadata)
+            infos[m.member_id] = ClassicInfo(subscription, m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms,
+                                             m.client_id)
+            tasks = assigned_tasks(m.assignment)
+            member = Member(m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+                            rebalance_timeout_ms=m.rebalance_timeout_ms, topology_epoch=request.topology.epoch,
+                            process_id=subscription.process_id, user_endpoint=subscription.user_endpoint,
+                            client_tags=subscription.info.client_tags, member_epoch=epoch,
+                            previous_member_epoch=epoch - 1, assigned=tasks,
+                            active_epochs={s: {p: epoch for p in ps} for s, ps in tasks.active.items()})
+            records += [rec.member_metadata(group_id, member), rec.target_member(group_id, m.member_id, tasks),
+                        rec.current_assignment(group_id, member)]
+        records += [rec.target_metadata(group_id, epoch, now), rec.group_metadata(group_id, epoch, 0, -1, {})]
+        self.streams.replay(records)
+        group = self.streams.groups[group_id]
+        session = self.streams.config_for(group_id).session_timeout_ms
+        for member_id, info in infos.items():
+            group.session_deadlines[member_id] = now + info.session_timeout_ms if info else now + session
+        self.streams.classic_members[group_id] = set(infos)
+        return records
+
+    def _maybe_to_classic(self, group_id: str, now: int) -> list[CoordinatorRecord]:
+        """The last streams-protocol member left: the classic members carry on as a classic group."""
+        group = self.streams.group(group_id)
+        infos = self.classic_info.get(group_id, {})
+        if group is None or not group.members or any(m not in infos for m in group.members):
+            return []
+        records = rec.delete_group(group_id, list(group.members))
+        # The generation the classic members hold, so that their next heartbeat asks them to rejoin.
+        generation = max(m.member_epoch for m in group.members.values())
+        classic = ClassicGroup(group_id, self.classic_initial_delay_ms, generation=generation,
+                               protocol_type="consumer", protocol_name=STREAMS_PROTOCOL)
+        for member_id, m in group.members.items():
+            info = infos[member_id]
+            classic.members[member_id] = ClassicMember(
+                member_id, m.instance_id, info.client_id, m.client_host, info.session_timeout_ms,
+                info.rebalance_timeout_ms, "consumer", info.protocols, session_deadline=now + info.session_timeout_ms)
+        classic.state, classic.rebalance_deadline = "PreparingRebalance", \
+            now + max(i.rebalance_timeout_ms for i in infos.values())
+        self._drop_streams_group(group_id)
+        self.streams.replay(records)
+        self.classic[group_id] = classic
+        return records
+
+    def _drop_streams_group(self, group_id: str) -> list[CoordinatorRecord]:
+        group = self.streams.groups.pop(group_id, None)
+        self.classic_info.pop(group_id, None)
+        self.streams.classic_members.pop(group_id, None)
+        if group is None or not group.exists:
+            return []
+        return rec.delete_group(group_id, list(group.members))
+
+    # --- classic members of a streams group ---------------------------------------------------
+
+    def _join_streams(self, token: Token, header: Message, req: Message, now: int,
+                      client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        _, cls = api_classes(JOIN_GROUP)
+        group = self.streams.group(req.group_id)
+        member_id = req.member_id
+        if member_id == "":
+            member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
+            if header.request_api_version >= 4:
+                self._pending_ids.add(member_id)
+                return [(token, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1))], []
+        elif member_id not in group.members and member_id not in self._pending_ids:
+            return [(token, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1))], []
+        self._pending_ids.discard(member_id)
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        metadata = dict(protocols).get(STREAMS_PROTOCOL)
+        if metadata is None:
+            return [(token, cls(error_code=23, member_id=member_id, generation_id=-1))], []
+        subscription = decode_subscription(metadata)
+        info = ClassicInfo(subscription, protocols, req.session_timeout_ms, req.rebalance_timeout_ms,
+                           header.client_id or "")
+        self.classic_info.setdefault(req.group_id, {})[member_id] = info
+        self.streams.classic_members.setdefault(req.group_id, set()).add(member_id)
+        existing = group.members.get(member_id)
+        owned = TaskSets(owned_active_tasks(subscription.subscription, group.topology),
+                         *(existing.assigned[1:] if existing else ({}, {})))
+        wire = lambda tasks: [HB.TaskIds(subtopology_id=s, partitions=sorted(p)) for s, p in tasks.items()]  # noqa
+        epoch = existing.member_epoch if existing else 0
+        endpoint = subscription.user_endpoint
+        request = HB(group_id=req.group_id, member_id=member_id, member_epoch=epoch,
+                     rebalance_timeout_ms=req.rebalance_timeout_ms, process_id=subscription.process_id,
+                     user_endpoint=None if endpoint is None else HB.Endpoint(host=endpoint[0], port=endpoint[1]),
+                     client_tags=[HB.KeyValue(key=k, value=v) for k, v in subscription.info.client_tags],
+                     topology=_request_topology(group.topology) if epoch == 0 else None,
+                     active_tasks=wire(owned.active) if epoch else [], standby_tasks=wire(owned.standby) if epoch else [],
+                     warmup_tasks=wire(owned.warmup) if epoch else [],
+                     task_offsets=[HB.TaskOffset(subtopology_id=s, partition=p, offset=o)
+                                   for (s, p), o in subscription.task_offsets.items()])
+        header = HEADER(request_api_key=STREAMS_GROUP_HEARTBEAT, request_api_version=1,
+                        correlation_id=header.correlation_id, client_id=header.client_id)
+        response, records = self.streams.handle(header, request, now, client_host=client_host)
+        if response.error_code:
+            return [(token, cls(error_code=response.error_code, member_id=member_id, generation_id=-1))], records
+        group.session_deadlines[member_id] = now + req.session_timeout_ms
+        return [(token, cls(generation_id=response.member_epoch, protocol_type="consumer",
+                            protocol_name=STREAMS_PROTOCOL, leader="", member_id=member_id, members=[]))], records
+
+    def _sync_streams(self, req: Message, now: int) -> Message:
+        _, cls = api_classes(SYNC_GROUP)
+        group = self.streams.group(req.group_id)
+        member = group.members.get(req.member_id)
+        info = self.classic_info.get(req.group_id, {}).get(req.member_id)
+        if member is None:
+            return cls(error_code=UNKNOWN_MEMBER_ID)
+        if info is None:
+            return cls(error_code=REBALANCE_IN_PROGRESS)
+        if req.generation_id != member.member_epoch:
+            return cls(error_code=ILLEGAL_GENERATION)
+        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
+        versions = [i.subscription.info.latest_supported_version for i in self.classic_info[req.group_id].values()]
+        probe = now + PROBING_INTERVAL_MS if member.assigned.warmup else NO_NEXT_REBALANCE
+        assignment = classic_assignment(member, info.subscription, group.topology, counts, group.members.values(),
+                                        min(versions), probe)
+        return cls(protocol_type="consumer", protocol_name=STREAMS_PROTOCOL, assignment=assignment)
+
+    def _heartbeat_streams(self, req: Message, now: int) -> Message:
+        _, cls = api_classes(HEARTBEAT)
+        group = self.streams.group(req.group_id)
+        member = group.members.get(req.member_id)
+        info = self.classic_info.get(req.group_id, {}).get(req.member_id)
+        if member is None:
+            return cls(error_code=UNKNOWN_MEMBER_ID)
+        if info is None:  # not heard of since a restart: its JoinGroup tells us who it is
+            return cls(error_code=REBALANCE_IN_PROGRESS)
+        if req.generation_id != member.member_epoch:
+            return cls(error_code=ILLEGAL_GENERATION)
+        group.session_deadlines[member.member_id] = now + info.session_timeout_ms
+        moving = member.state != UNREVOKED_TASKS and (
+            not member.is_reconciled_to(group.assignment_epoch) or group.epoch > group.assignment_epoch)
+        return cls(error_code=REBALANCE_IN_PROGRESS if moving else 0)
+
+
+def _request_topology(value: Any) -> Any:
+    """A heartbeat topology equal to a stored StreamsGroupTopology value."""
+    def info(t: Any) -> Any:
+        return HB.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                            topic_configs=[HB.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
+    return HB.Topology(epoch=value.epoch, subtopologies=[HB.Subtopology(
+        subtopology_id=s.subtopology_id, source_topics=s.source_topics, source_topic_regex=s.source_topic_regex,
+        state_changelog_topics=[info(t) for t in s.state_changelog_topics],
+        repartition_sink_topics=s.repartition_sink_topics,
+        repartition_source_topics=[info(t) for t in s.repartition_source_topics],
+        copartition_groups=[HB.CopartitionGroup(source_topics=g.source_topics, source_topic_regex=g.source_topic_regex,
+                                                repartition_source_topics=g.repartition_source_topics)
+                            for g in s.copartition_groups]) for s in value.subtopologies])
