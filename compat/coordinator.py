@@ -26,7 +26,7 @@ from kprotocol.runtime.struct import Message
 from kprotocol.streams.model import NO_NEXT_REBALANCE
 from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator
 from kprotocol.streams_group import records as rec
-from kprotocol.streams_group.coordinator import STREAMS_GROUP_HEARTBEAT
+from kprotocol.streams_group.coordinator import STREAMS_GROUP_DESCRIBE, STREAMS_GROUP_HEARTBEAT
 from kprotocol.streams_group.member import UNREVOKED_TASKS, Member
 from kprotocol.streams_group.records import CoordinatorRecord
 from kprotocol.streams_group.tasks import TaskSets
@@ -89,6 +89,8 @@ class MigrationCoordinator:
                client_host: str = "") -> tuple[list[Answer], list[CoordinatorRecord]]:
         """Answer one request now or later: every answer comes back as (token, response)."""
         api_key = header.request_api_key
+        if api_key == STREAMS_GROUP_DESCRIBE:
+            return [(token, self.streams.handle(header, request, now)[0])], []
         group_id = request.group_id
         streams_group = self.streams.group(group_id)
         if api_key == STREAMS_GROUP_HEARTBEAT:

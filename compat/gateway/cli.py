@@ -7,8 +7,9 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
-STREAMS_GROUP_APIS = {88: (0, 0), 89: (0, 0)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
+STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -25,16 +26,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="bootstrap listener HOST:PORT (default: %(default)s)")
     gateway.add_argument("--broker-port-base", type=int,
                          help="listen for upstream broker N on BASE+N (default: free ports)")
+    gateway.add_argument("--group", action="append", default=[], metavar="APP_ID",
+                         help="a group (Streams application id) the gateway coordinates itself; repeatable")
+    gateway.add_argument("--state", type=Path, help="directory of the gateway's coordinator records (resumed on start)")
+    gateway.add_argument("--initial-rebalance-delay-ms", type=int, default=3000,
+                         help="how long a new group waits for more members (default: %(default)s, as Kafka)")
+    gateway.add_argument("--verbose", action="store_true", help="log every request of the managed groups")
     gateway.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=None,
                          help="use uvloop when installed (default: yes)")
     gateway.set_defaults(func=run)
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from compat.coordinator import MigrationCoordinator
+    from compat.gateway.managed import ManagedGroups
     from compat.gateway.proxy import Gateway
+    from compat.gateway.state import StateLog
+    from compat.gateway.upstream import Upstream
+    from kprotocol.streams_group import GroupConfig
 
+    managed = None
     gateway = Gateway(args.upstream, args.listen, broker_port_base=args.broker_port_base,
-                      extra_api_versions=STREAMS_GROUP_APIS)
+                      extra_api_versions=STREAMS_GROUP_APIS, local=lambda *a: managed(*a) if managed else None)
+
+    def listener() -> tuple[int, str, int]:
+        node = min(gateway.brokers.local_port)
+        return (node, *gateway.brokers.local(node))
+
+    if args.group:
+        config = GroupConfig(initial_rebalance_delay_ms=args.initial_rebalance_delay_ms)
+        coordinator = MigrationCoordinator(config, classic_initial_delay_ms=args.initial_rebalance_delay_ms)
+        managed = ManagedGroups(args.group, coordinator, Upstream(args.upstream),
+                                StateLog(args.state) if args.state else None, listener)
+        await managed.start()
     await gateway.start()
     listeners = ", ".join(f"broker {n} -> {args.listen[0]}:{p}" for n, p in sorted(gateway.brokers.local_port.items()))
     print(f"gateway on {args.listen[0]}:{gateway.port} for {args.upstream[0]}:{args.upstream[1]} ({listeners})",
@@ -45,10 +69,13 @@ async def _serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await gateway.close()
+    if managed is not None:
+        await managed.close()
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
     if args.uvloop is not False:
         try:
             import uvloop

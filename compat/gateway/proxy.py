@@ -29,8 +29,10 @@ SIZE = struct.Struct(">i")
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 3, 10, 18, 60
 REWRITTEN = {METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER}
 
-# A local handler gets (request header, request body) and returns the response body, or None to forward.
-LocalHandler = Callable[[Message, Message], Awaitable[Message | None]]
+# A local handler gets (request header, request body, client address) and returns an awaitable of the
+# response body, or None to forward the request. It answers later when it must (a JoinGroup waits for
+# the rest of the group): other requests of the connection go on meanwhile, answers keep their order.
+LocalHandler = Callable[[Message, Message, str], Awaitable[Message] | None]
 
 
 class FrameError(Exception):
@@ -254,13 +256,15 @@ class Session:
             header, request = decode_request(frame)
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
-        body = await self.gateway.local(header, request)  # type: ignore[misc]
-        if body is None:
+        host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
+        pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
+        if pending is None:
             return None
-        answer: asyncio.Future = asyncio.get_running_loop().create_future()
         response_header = message_class("ResponseHeader")(correlation_id=header.correlation_id)
-        answer.set_result(encode_response(response_header, body, api_version))
-        return answer
+
+        async def answer() -> bytes:
+            return encode_response(response_header, await pending, api_version)
+        return asyncio.ensure_future(answer())
 
     async def _responses(self, upstream: asyncio.StreamReader) -> None:
         gateway = self.gateway

@@ -584,6 +584,11 @@ class StreamsGroupCoordinator:
 
     # --- offsets ------------------------------------------------------------------------------
 
+    def validate_commit(self, group_id: str, member_id: str, epoch: int, instance_id: str | None,
+                        transactional: bool, version: int) -> None:
+        """Raise the CoordinatorError Kafka answers an offset commit of this member with, if any."""
+        self._validate_commit(self.group(group_id), member_id, epoch, instance_id, transactional, version)
+
     def _validate_commit(self, group: StreamsGroup | None, member_id: str, epoch: int, instance_id: str | None,
                          transactional: bool, version: int) -> None:
         if group is None or (epoch < 0 and not group.members):

@@ -1,0 +1,46 @@
+"""The migration gateway as a process (`kprotocol gateway`), started and stopped by its PID."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kprotocol.toolchain.broker import free_port
+from kprotocol.toolchain.processes import die_with_parent, stop_process
+
+
+class GatewayProcess:
+    def __init__(self, upstream: str, groups: list[str], state: Path, log: Path) -> None:
+        self.upstream, self.groups, self.state, self.log = upstream, groups, state, log
+        self.port, self.broker_base = free_port(), free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> GatewayProcess:
+        command = [sys.executable, "-m", "kprotocol", "gateway", "--upstream", self.upstream,
+                   "--listen", self.bootstrap, "--broker-port-base", str(self.broker_base), "--state", str(self.state),
+                   "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose"]
+        for group in self.groups:
+            command += ["--group", group]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
+                                        stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                        preexec_fn=die_with_parent)
+        line = self.process.stdout.readline()  # "gateway on ..." once it listens
+        if not line.startswith("gateway on"):
+            raise RuntimeError(f"gateway did not start: {line!r}; log: {self.log.read_text()[-2000:]}")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process, 20)
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        time.sleep(0.5)
+        self.start()
