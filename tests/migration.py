@@ -24,7 +24,8 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         command = [sys.executable, "-m", "kprotocol", "gateway", "--upstream", self.upstream,
                    "--listen", self.bootstrap, "--broker-port-base", str(self.broker_base), "--state", str(self.state),
-                   "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose"]
+                   "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose",
+                   "--group-config", "streams.session.timeout.ms=10000"]  # as the test app's classic consumers
         for group in self.groups:
             command += ["--group", group]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log.open("ab"),

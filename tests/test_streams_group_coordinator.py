@@ -130,3 +130,16 @@ def test_group_config_from_kafka_names() -> None:
         (3000, 1, "highly_available")
     with pytest.raises(ValueError, match="streams.nope"):
         GroupConfig.from_kafka({"streams.nope": "1"})
+
+
+def test_transactional_commits_apply_at_the_marker() -> None:
+    c = StreamsGroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0), topics={"in": 2})
+    txn = message_class("TxnOffsetCommitRequest")
+    request = txn(transactional_id="t", group_id="app", producer_id=7, producer_epoch=0,
+                  generation_id_or_member_epoch=-1, member_id="", topics=[txn.TxnOffsetCommitRequestTopic(
+                      name="in", partitions=[txn.TxnOffsetCommitRequestPartition(partition_index=1, committed_offset=9)])])
+    response, records = c.handle(header(28, 4), request, 0)
+    assert response.topics[0].partitions[0].error_code == 0 and len(records) == 1
+    assert c.groups.get("app") is None or not c.groups["app"].offsets  # pending until the transaction commits
+    assert c.complete_transaction(7, committed=True) == records
+    assert c.groups["app"].offsets[("in", 1)].offset == 9

@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gateway.add_argument("--state", type=Path, help="directory of the gateway's coordinator records (resumed on start)")
     gateway.add_argument("--initial-rebalance-delay-ms", type=int, default=3000,
                          help="how long a new group waits for more members (default: %(default)s, as Kafka)")
+    gateway.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="a streams group config of Kafka's (streams.session.timeout.ms=10000, "
+                              "streams.num.standby.replicas=1...) for the managed groups; repeatable")
     gateway.add_argument("--verbose", action="store_true", help="log every request of the managed groups")
     gateway.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=None,
                          help="use uvloop when installed (default: yes)")
@@ -54,7 +57,8 @@ async def _serve(args: argparse.Namespace) -> None:
         return (node, *gateway.brokers.local(node))
 
     if args.group:
-        config = GroupConfig(initial_rebalance_delay_ms=args.initial_rebalance_delay_ms)
+        pairs = dict(item.partition("=")[::2] for item in args.group_config)
+        config = GroupConfig.from_kafka(pairs, GroupConfig(initial_rebalance_delay_ms=args.initial_rebalance_delay_ms))
         coordinator = MigrationCoordinator(config, classic_initial_delay_ms=args.initial_rebalance_delay_ms)
         managed = ManagedGroups(args.group, coordinator, Upstream(args.upstream),
                                 StateLog(args.state) if args.state else None, listener)

@@ -157,7 +157,7 @@ class ManagedGroups:
     async def _offset_commit(self, header: Message, request: Message) -> Message:
         version = header.request_api_version
         transactional = header.request_api_key == TXN_OFFSET_COMMIT
-        epoch = request.generation_id if transactional else request.generation_id_or_member_epoch
+        epoch = request.generation_id_or_member_epoch
         error = self._check_member(request.group_id, request.member_id, epoch, transactional, version)
         if error:
             _, cls = api_classes(header.request_api_key)
@@ -165,7 +165,7 @@ class ManagedGroups:
             topic = cls.TxnOffsetCommitResponseTopic if transactional else cls.OffsetCommitResponseTopic
             return cls(topics=[topic(name=t.name, partitions=[part(partition_index=p.partition_index, error_code=error)
                                                                for p in t.partitions]) for t in request.topics])
-        changes = {"generation_id" if transactional else "generation_id_or_member_epoch": -1, "member_id": ""}
+        changes = {"generation_id_or_member_epoch": -1, "member_id": ""}
         if hasattr(request, "group_instance_id"):
             changes["group_instance_id"] = None
         upstream = await self.upstream.coordinator(request.group_id)

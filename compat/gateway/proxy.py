@@ -263,14 +263,22 @@ class Session:
         response_header = message_class("ResponseHeader")(correlation_id=header.correlation_id)
 
         async def answer() -> bytes:
-            return encode_response(response_header, await pending, api_version)
+            try:
+                return encode_response(response_header, await pending, api_version)
+            except Exception as exc:  # a bug answering one request costs this connection only
+                log.exception("client %s: api %d v%d failed locally", self.peer, api_key, api_version)
+                raise FrameError(f"no answer to api {api_key}: {exc}") from exc
         return asyncio.ensure_future(answer())
 
     async def _responses(self, upstream: asyncio.StreamReader) -> None:
         gateway = self.gateway
         while (slot := await self.slots.get()) is not None:
             if slot.local is not None:
-                frame = await slot.local
+                try:
+                    frame = await slot.local
+                except FrameError:
+                    self.writer.close()  # the client reconnects and retries
+                    return
             else:
                 frame = await read_frame(upstream, 2**31 - 1, min_frame=4)
                 if frame is None:

@@ -633,7 +633,8 @@ class StreamsGroupCoordinator:
         _, response_cls = api_classes(TXN_OFFSET_COMMIT)
         group = self.group(req.group_id)
         try:
-            self._validate_commit(group, req.member_id, req.generation_id, req.group_instance_id, True, version)
+            self._validate_commit(group, req.member_id, req.generation_id_or_member_epoch, req.group_instance_id,
+                                  True, version)
             error = 0
         except CoordinatorError as exc:
             error = exc.code
