@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "kprotocol.streams.cli",
     "kprotocol.records.cli",
     "kprotocol.assignor.cli",
+    "kprotocol.streams_group.cli",
     "kprotocol.toolchain.cli",
     "kprotocol.pipeline.cli",
     "kprotocol.capture.cli",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import itertools
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -140,10 +142,13 @@ def test_rolling_migration_gateway_restart_and_cut_over(kafka_broker: KafkaBroke
                 retired.append(apps[i])
                 apps[i] = start(i, "streams", gateway.bootstrap)
             step(f"instance {i} rolled to the streams protocol", roll)
-            if i == 0:
-                with Connection("127.0.0.1", gateway.port) as conn:
-                    group = conn.send(message_class("StreamsGroupDescribeRequest")(group_ids=[app_id])).groups[0]
-                assert group.error_code == 0 and sorted(m.is_classic for m in group.members) == [False, True, True]
+            if i == 0:  # the runbook's view of the group: two classic members, one on the streams protocol
+                shown = subprocess.run([sys.executable, "-m", "kprotocol", "streams-groups", "describe", "--gateway",
+                                        gateway.bootstrap, "--group", app_id, "--members"],
+                                       capture_output=True, text=True, check=True).stdout.splitlines()
+                assert shown[0].split()[:5] == ["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER",
+                                                "MEMBER-PROTOCOL"]
+                assert sorted(line.split()[4] for line in shown[1:]) == ["classic", "classic", "streams"]
             if i == 1:
                 step("gateway restarted", gateway.restart)
         def cut_over() -> None:
@@ -172,6 +177,43 @@ def test_rolling_migration_gateway_restart_and_cut_over(kafka_broker: KafkaBroke
             print(f"{name}: {(end - begin) / 1000:.1f} s, longest output pause {longest_pause(times, begin, end)} ms")
     finally:
         feed.stop() if feed._thread.is_alive() else None
+        for app in apps:
+            app.stop()
+        gateway.stop()
+
+
+@pytest.mark.parametrize("version", ["2.8.2"])
+def test_an_older_streams_release_takes_part(kafka_broker: KafkaBroker, tmp_path: Path, version: str) -> None:
+    """A Kafka Streams 2.8 instance (SubscriptionInfo v9) stays classic while a current instance joins on
+    the streams protocol: both run tasks, answered in the userdata version each understands."""
+    app_id = f"migrate-legacy-{uuid.uuid4().hex[:6]}"
+    source, sink = f"{app_id}-in", f"{app_id}-out"
+    kafka_broker.create_topic(source, PARTITIONS)
+    kafka_broker.create_topic(sink, PARTITIONS)
+    gateway = GatewayProcess(kafka_broker.bootstrap, [app_id], tmp_path / "state", tmp_path / "gateway.log").start()
+    apps: list[StreamsApp] = []
+    feed = Input(kafka_broker.bootstrap, source).start()
+    try:
+        apps.append(StreamsApp.start(gateway.bootstrap, app_id, source, sink, streams_version=version,
+                                     state_dir=tmp_path / "legacy"))
+        wait_all_running(apps)
+        apps.append(StreamsApp.start(gateway.bootstrap, app_id, source, sink, group_protocol="streams",
+                                     state_dir=tmp_path / "current"))
+        deadline = time.monotonic() + 120
+        while not (all_running(apps) and all(a.latest_tasks()[0]["active"] for a in apps)):
+            assert time.monotonic() < deadline, [a.latest_tasks() for a in apps]
+            time.sleep(0.2)
+        with Connection("127.0.0.1", gateway.port) as conn:
+            group = conn.send(message_class("StreamsGroupDescribeRequest")(group_ids=[app_id])).groups[0]
+        assert sorted(m.is_classic for m in group.members) == [False, True]
+        time.sleep(2)
+        sent = feed.stop()
+        counts, _ = output(kafka_broker.bootstrap, sink, sent)
+        assert all(counts.get(k, 0) >= n for k, n in sent.items())
+        assert overlaps([a.events for a in apps]) == []
+    finally:
+        if feed._thread.is_alive():
+            feed.stop()
         for app in apps:
             app.stop()
         gateway.stop()

@@ -1,0 +1,75 @@
+"""`kprotocol streams-groups describe --gateway HOST:PORT --group APP [--members]`: a streams group as
+Kafka's `kafka-streams-groups.sh --describe [--members]` shows it, from a broker or the gateway."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.tables import render
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    groups = subparsers.add_parser("streams-groups", help="describe streams groups (KIP-1071)")
+    actions = groups.add_subparsers(dest="action", required=True)
+    describe = actions.add_parser("describe", help="state, epochs and members of streams groups")
+    where = describe.add_mutually_exclusive_group(required=True)
+    where.add_argument("--gateway", type=_address, metavar="HOST:PORT", help="the migration gateway")
+    where.add_argument("--bootstrap-server", type=_address, metavar="HOST:PORT", help="a broker")
+    describe.add_argument("--group", action="append", required=True, help="a group id; repeatable")
+    describe.add_argument("--members", action="store_true", help="one row per member, with its assignment")
+    describe.add_argument("--format", choices=("table", "json"), default="table")
+    describe.set_defaults(func=run)
+
+
+def _tasks(assignment: Any) -> str:
+    parts = []
+    for role in ("active", "standby", "warmup"):
+        ids = getattr(assignment, f"{role}_tasks")
+        if ids:
+            parts.append(f"{role.upper()}:" + " ".join(f"{t.subtopology_id}:{list(t.partitions)}" for t in ids))
+    return " ".join(parts) or "-"
+
+
+def run(args: argparse.Namespace) -> int:
+    from kprotocol.connection import Connection
+    from kprotocol.registry import message_class
+
+    host, port = args.gateway or args.bootstrap_server
+    try:
+        with Connection(host, port, client_id="kprotocol-streams-groups") as conn:
+            request = message_class("StreamsGroupDescribeRequest")(group_ids=args.group)
+            version = conn.version_for(type(request))
+            response = conn.send(request, version)
+    except OSError as exc:
+        raise UsageError(f"cannot reach {host}:{port}: {exc}") from None
+    if args.format == "json":
+        json.dump(response.to_json(version), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    failed = [g for g in response.groups if g.error_code]
+    for g in failed:
+        sys.stderr.write(f"kprotocol: group {g.group_id}: {g.error_message or f'error {g.error_code}'}\n")
+    found = [g for g in response.groups if not g.error_code]
+    if args.members:
+        header = ["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER", "MEMBER-PROTOCOL", "MEMBER-EPOCH",
+                  "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        rows = [[g.group_id, g.assignment_epoch, g.topology.epoch if g.topology else "-", m.member_id,
+                 "classic" if m.is_classic else "streams", m.member_epoch, m.process_id, m.client_id,
+                 _tasks(m.assignment)] for g in found for m in g.members]
+    else:
+        header = ["GROUP", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS", "#CLASSIC"]
+        rows = [[g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members),
+                 sum(m.is_classic for m in g.members)] for g in found]
+    sys.stdout.write(render(header, rows))
+    return 1 if failed else 0
