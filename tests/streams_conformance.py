@@ -149,13 +149,9 @@ class Twin:
                         continue
                     for record in entry.records:
                         decoded = rec.decode(record.key, record.value)
-                        if decoded is not None and _group_of(decoded) == self.group_id:
+                        if decoded is not None and decoded.group_id == self.group_id:
                             out.append(decoded)
         return out
-
-
-def _group_of(record: rec.CoordinatorRecord) -> str:
-    return record.key.group if record.type_id == 1 else record.key.group_id
 
 
 def comparable(record: rec.CoordinatorRecord) -> tuple:

@@ -133,7 +133,9 @@ def _frozen(cls: type, **fields: Any) -> Any:
 
 
 def _task_list(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> tuple[str, ...]:
-    values = member.get(key) or []
+    values = member.get(key)
+    if not values:
+        return ()
     if not isinstance(values, list):
         raise ScenarioError(f"member {member['member_id']!r}: {key} must be a list")
     if not all(map(tasks.__contains__, values)):
@@ -148,6 +150,8 @@ LATEST_OFFSET = -2  # Kafka's offset sum of a task the member runs as active: ca
 def _offsets(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> dict[str, int]:
     """Reported offsets by task; negative sums other than LATEST_OFFSET mean "unknown" and are dropped."""
     values = member.get(key) or {}
+    if not values:
+        return {}
     if not isinstance(values, dict):
         raise ScenarioError(f"member {member['member_id']!r}: {key} must be an object")
     offsets = {}
@@ -186,7 +190,8 @@ def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
             raise ScenarioError(f"member {mid!r} needs a non-empty string process_id")
         if mid in member_of:
             raise ScenarioError(f"duplicate member id {mid!r}")
-        member_of[mid] = Member(mid, pid, *(_task_list(m, role, tasks) for role in ROLES))
+        member_of[mid] = _frozen(Member, member_id=mid, process_id=pid, active=_task_list(m, "active", tasks),
+                                 standby=_task_list(m, "standby", tasks), warmup=_task_list(m, "warmup", tasks))
         members.append(member_of[mid])
         by_process.setdefault(pid, []).append(m)
     offsets = {m["member_id"]: _offsets(m, "task_offsets", tasks) for m in raw_members}
@@ -216,17 +221,24 @@ def _end_offsets(offsets: dict[str, dict[str, int]], ends: dict[str, dict[str, i
 
 def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: Mapping[str, TaskInfo],
                   offsets: dict[str, dict[str, int]], end_offset: dict[str, int]) -> KafkaStreamsState:
-    rack = next((m.get("rack") for m in raw_group if m.get("rack") is not None), None)
+    rack, tags = None, {}
+    for m in raw_group:  # the first rack and the first value of each tag key win
+        if rack is None:
+            rack = m.get("rack")
+        raw_tags = m.get("client_tags")
+        if raw_tags:
+            if not isinstance(raw_tags, dict):
+                raise ScenarioError(f"member {m['member_id']!r}: client_tags must be an object")
+            tags = {**raw_tags, **tags}
     if not (rack is None or isinstance(rack, str)):
         raise ScenarioError(f"process {pid!r}: rack must be a string or null")
-    tags: dict[str, str] = {}
-    for m in raw_group:
-        raw_tags = m.get("client_tags") or {}
-        if not isinstance(raw_tags, dict):
-            raise ScenarioError(f"member {m['member_id']!r}: client_tags must be an object")
-        tags.update({k: v for k, v in raw_tags.items() if k not in tags})
-    active = frozenset(t for m in group for t in m.active)
-    standby = frozenset(t for m in group for t in (*m.standby, *m.warmup)) - active
+    if len(group) == 1:
+        only = group[0]
+        active = frozenset(only.active)
+        standby = frozenset((*only.standby, *only.warmup)) - active if only.standby or only.warmup else frozenset()
+    else:
+        active = frozenset(t for m in group for t in m.active)
+        standby = frozenset(t for m in group for t in (*m.standby, *m.warmup)) - active
     lags: dict[str, int] = {}
     for m in group:
         for t, o in offsets[m.member_id].items():
@@ -240,5 +252,5 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
         KafkaStreamsState,
         process_id=pid, num_processing_threads=len(group), rack_id=rack, client_tags=MappingProxyType(tags),
         previous_active_tasks=active, previous_standby_tasks=standby,
-        consumer_client_ids=tuple(sorted(m.member_id for m in group)),
+        consumer_client_ids=(group[0].member_id,) if len(group) == 1 else tuple(sorted(m.member_id for m in group)),
         task_lags=MappingProxyType(lags), end_offsets=end_offset)

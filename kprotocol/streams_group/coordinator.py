@@ -118,8 +118,7 @@ class StreamsGroupCoordinator:
                     continue
             if record.type_id == rec.GROUP_METADATA:
                 continue  # a classic group's record: compat's to replay
-            group_id = record.key.group if record.type_id == 1 else record.key.group_id
-            self._group_for_replay(group_id).replay(record)
+            self._group_for_replay(record.group_id).replay(record)
 
     @classmethod
     def from_records(cls, records: Iterable[CoordinatorRecord | tuple[bytes, bytes | None]],

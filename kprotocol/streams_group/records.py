@@ -34,6 +34,12 @@ class CoordinatorRecord(NamedTuple):
         return type(self.key).api_key
 
     @property
+    def group_id(self) -> str:
+        """The group the record belongs to (offset and classic records name it `group`)."""
+        key = self.key
+        return key.group if self.type_id in (1, GROUP_METADATA) else key.group_id
+
+    @property
     def value_version(self) -> int:
         return VALUE_VERSIONS.get(self.type_id, 0)
 
