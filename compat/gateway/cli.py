@@ -28,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="listen for upstream broker N on BASE+N (default: free ports)")
     gateway.add_argument("--group", action="append", default=[], metavar="APP_ID",
                          help="a group (Streams application id) the gateway coordinates itself; repeatable")
-    gateway.add_argument("--state", type=Path, help="directory of the gateway's coordinator records (resumed on start)")
+    state = gateway.add_mutually_exclusive_group()
+    state.add_argument("--state", type=Path, help="directory of the gateway's coordinator records (resumed on start)")
+    state.add_argument("--state-topic", metavar="TOPIC",
+                       help="keep the records in this compacted topic of the upstream cluster instead")
     gateway.add_argument("--initial-rebalance-delay-ms", type=int, default=3000,
                          help="how long a new group waits for more members (default: %(default)s, as Kafka)")
     gateway.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
@@ -44,7 +47,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from compat.coordinator import MigrationCoordinator
     from compat.gateway.managed import ManagedGroups
     from compat.gateway.proxy import Gateway
-    from compat.gateway.state import StateLog
+    from compat.gateway.state import StateLog, StateTopic
     from compat.gateway.upstream import Upstream
     from kprotocol.streams_group import GroupConfig
 
@@ -60,8 +63,10 @@ async def _serve(args: argparse.Namespace) -> None:
         pairs = dict(item.partition("=")[::2] for item in args.group_config)
         config = GroupConfig.from_kafka(pairs, GroupConfig(initial_rebalance_delay_ms=args.initial_rebalance_delay_ms))
         coordinator = MigrationCoordinator(config, classic_initial_delay_ms=args.initial_rebalance_delay_ms)
-        managed = ManagedGroups(args.group, coordinator, Upstream(args.upstream),
-                                StateLog(args.state) if args.state else None, listener)
+        upstream = Upstream(args.upstream)
+        state = StateLog(args.state) if args.state else StateTopic(upstream, args.state_topic) \
+            if args.state_topic else None
+        managed = ManagedGroups(args.group, coordinator, upstream, state, listener)
         await managed.start()
     await gateway.start()
     listeners = ", ".join(f"broker {n} -> {args.listen[0]}:{p}" for n, p in sorted(gateway.brokers.local_port.items()))

@@ -12,6 +12,7 @@ appended to the state log first, so a restarted gateway resumes each group.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import time
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from compat.coordinator import MigrationCoordinator
-from compat.gateway.state import StateLog
+from compat.gateway.state import StateLog, StateTopic
 from compat.gateway.upstream import Upstream
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
@@ -40,7 +41,7 @@ class ManagedGroups:
     """`handler(header, request, client_host)`: an awaitable answer for a managed group, else None."""
 
     def __init__(self, groups: Collection[str], coordinator: MigrationCoordinator, upstream: Upstream,
-                 state: StateLog | None, listener: Any) -> None:
+                 state: StateLog | StateTopic | None, listener: Any) -> None:
         self.groups = set(groups)
         self.coordinator = coordinator
         self.upstream = upstream
@@ -54,7 +55,7 @@ class ManagedGroups:
 
     async def start(self) -> None:
         if self.state is not None:
-            records = self.state.load()
+            records = await _maybe_await(self.state.load())
             self.coordinator.replay(records, now_ms())
             log.info("resumed %d groups from %d records in %s", len(self.coordinator.streams.groups)
                      + len(self.coordinator.classic), len(records), self.state.path)
@@ -93,7 +94,7 @@ class ManagedGroups:
             if header.request_api_key in (11, 88):
                 await self._refresh_topics()
             answers, records = self.coordinator.handle(token, header, request, now_ms(), client_host=client_host)
-            self._settle(answers, records)
+            await self._settle(answers, records)
             await self._create_internal_topics()
         response = await future
         if log.isEnabledFor(logging.DEBUG):
@@ -103,9 +104,9 @@ class ManagedGroups:
                       getattr(response, "error_code", None))
         return response
 
-    def _settle(self, answers: list[tuple[Any, Message]], records: list[CoordinatorRecord]) -> None:
+    async def _settle(self, answers: list[tuple[Any, Message]], records: list[CoordinatorRecord]) -> None:
         if self.state is not None:
-            self.state.append(records)  # persisted before anyone hears of the change
+            await _maybe_await(self.state.append(records))  # persisted before anyone hears of the change
         for token, response in answers:
             future = self._waiting.pop(token, None)
             if future is not None and not future.done():
@@ -116,7 +117,7 @@ class ManagedGroups:
             await asyncio.sleep(0.1)
             async with self._lock:
                 answers, records, _ = self.coordinator.poll(now_ms())
-                self._settle(answers, records)
+                await self._settle(answers, records)
 
     async def _refresh_topics(self) -> None:
         if time.monotonic() - self._topics_at < TOPICS_MAX_AGE_S:
@@ -213,6 +214,11 @@ class ManagedGroups:
         except CoordinatorError as exc:
             return exc.code
         return 0
+
+
+async def _maybe_await(value: Any) -> Any:
+    """The state log answers at once, the state topic after a round trip."""
+    return await value if inspect.isawaitable(value) else value
 
 
 def _ready(value: Message) -> asyncio.Future:

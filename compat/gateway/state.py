@@ -1,12 +1,13 @@
 """The gateway's state: its coordinator records, kept as a Kafka log segment (`kprotocol offsets decode`
-reads it like a `__consumer_offsets` partition)."""
+reads it like a `__consumer_offsets` partition) or in a compacted topic of the upstream cluster."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from kprotocol.records import Record, RecordBatch, read_segment, write_batch
+from kprotocol.records import Record, RecordBatch, read_batches, read_segment, write_batch
+from kprotocol.registry import message_class
 from kprotocol.streams_group.records import CoordinatorRecord
 
 SEGMENT = Path("__consumer_offsets-0") / "00000000000000000000.log"
@@ -40,3 +41,51 @@ class StateLog:
         with self.path.open("ab") as log:
             log.write(write_batch(batch))
             log.flush()
+
+
+class StateTopic:
+    """The same records in a compacted topic of the upstream cluster (one partition), for gateways
+    without a durable local disk. Written with acks=all before anyone hears of a change."""
+
+    PRODUCE_VERSION, FETCH_VERSION = 12, 12  # the last versions that name topics
+
+    def __init__(self, upstream, topic: str) -> None:
+        self.upstream, self.topic = upstream, topic
+        self.path = f"{topic}-0 on the upstream cluster"
+
+    async def load(self) -> list[tuple[bytes, bytes | None]]:
+        create = message_class("CreateTopicsRequest")
+        await self.upstream.bootstrap.send(create(topics=[create.CreatableTopic(
+            name=self.topic, num_partitions=1, replication_factor=-1,
+            configs=[create.CreatableTopicConfig(name="cleanup.policy", value="compact")])], timeout_ms=30_000))
+        fetch = message_class("FetchRequest")
+        out: list[tuple[bytes, bytes | None]] = []
+        offset = 0
+        while True:
+            response = await self.upstream.bootstrap.send(fetch(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0, session_epoch=-1,
+                topics=[fetch.FetchTopic(topic=self.topic, partitions=[fetch.FetchPartition(
+                    partition=0, fetch_offset=offset, partition_max_bytes=8 << 20)])]), self.FETCH_VERSION)
+            part = response.responses[0].partitions[0]
+            if part.error_code:
+                raise ConnectionError(f"fetching {self.topic}: error {part.error_code}")
+            batches = list(read_batches(part.records or b""))
+            for batch in batches:
+                out += [(r.key, r.value) for r in batch.records if r.key is not None]
+                offset = batch.last_offset + 1
+            if not batches or offset >= part.high_watermark:
+                return out
+
+    async def append(self, records: list[CoordinatorRecord]) -> None:
+        if not records:
+            return
+        now = int(time.time() * 1000)
+        batch = write_batch([Record(offset=i, timestamp=now, key=k, value=v)
+                             for i, (k, v) in enumerate(r.encode() for r in records)])
+        produce = message_class("ProduceRequest")
+        response = await self.upstream.bootstrap.send(produce(acks=-1, timeout_ms=30_000, topic_data=[
+            produce.TopicProduceData(name=self.topic, partition_data=[
+                produce.PartitionProduceData(index=0, records=batch)])]), self.PRODUCE_VERSION)
+        error = response.responses[0].partition_responses[0].error_code
+        if error:
+            raise ConnectionError(f"writing {self.topic}: error {error}")
