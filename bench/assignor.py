@@ -10,6 +10,9 @@ warm-ups; building the input is setup, and the input is moved out of the garbage
 (gc.freeze) as a JVM benchmark's setup objects would be. Kafka's figure comes from
 ../shared/assignor/kafka-results when that scenario exists, else from the issue's measurements (marked *).
 
+Then the whole scenario API call (`assign_scenario`: parsing, assigning, validating, spreading the
+tasks over members) on the large sticky cases, beside Kafka's whole member-level call.
+
     .venv/bin/python bench/assignor.py [--quick]
 """
 
@@ -100,6 +103,23 @@ def other_cases(quick: bool):
                incremental(shared_or_synthetic("ha_large_m100_s100_p100")), None)
 
 
+# Kafka's whole member-level call (building its inputs included), as the issue measured it.
+KAFKA_TOTAL_MS = {("sticky m1000 p100 s100 sb0 mpp1"): 19.5, ("sticky m1000 p10 s100 sb0 mpp1"): 3.0,
+                  ("sticky m1000 p100 s10 sb0 mpp1"): 3.0}
+
+
+def time_scenario(scenario: dict, warmups: int, runs: int) -> float:
+    """Median ms of the whole scenario API: parsing, assigning, validating, spreading over members."""
+    for _ in range(warmups):
+        assign_scenario(scenario)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        assign_scenario(scenario)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, skip the incremental HA cases")
@@ -118,6 +138,14 @@ def main() -> None:
         verdict = "" if target is None else ("ok" if ours <= target else "SLOW")
         print(f"{label:44s} {tasks:6d} {processes:5d} {ours:9.1f} {kafka_text:>9s} {target_text:>8s} {verdict}",
               flush=True)
+    print(f"\n{'whole call, member level (assign_scenario)':44s} {'ours ms':>9s} {'kafka ms':>9s} {'target':>8s}")
+    for label, _, scenario, _ in sticky_cases():
+        kafka = KAFKA_TOTAL_MS.get(label.replace("sticky incr", "sticky"))
+        if kafka is None:
+            continue
+        ours = time_scenario(scenario, warmups, runs)
+        verdict = "ok" if ours <= 3 * kafka else "SLOW"
+        print(f"{label:44s} {ours:9.1f} {kafka:9.1f} {3 * kafka:8.1f} {verdict}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,15 +18,15 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         by_process.setdefault(m.process_id, []).append(m)
     result: Roles = {m.member_id: {"active": [], "standby": [], "warmup": []} for m in members}
     for client in assignment.assignment:
-        group = sorted(by_process.get(client.process_id, ()), key=lambda m: m.member_id)
+        group = by_process.get(client.process_id, ())
         if not group:
             continue
         if len(group) == 1:  # the usual one-thread process: nothing to spread
             roles = result[group[0].member_id]
-            roles["active"] = client.of_type(AssignedTaskType.ACTIVE)
-            roles["standby"] = client.of_type(AssignedTaskType.STANDBY)
-            roles["warmup"] = client.of_type(AssignedTaskType.WARMUP)
+            roles["active"], roles["standby"], roles["warmup"] = (
+                _sorted(ids) for ids in (client.active_tasks, client.standby_tasks, client.warmup_tasks))
             continue
+        group = sorted(group, key=lambda m: m.member_id)
         actives = client.of_type(AssignedTaskType.ACTIVE)
         others = [(t, "standby") for t in client.of_type(AssignedTaskType.STANDBY)]
         others += [(t, "warmup") for t in client.of_type(AssignedTaskType.WARMUP)]
@@ -52,6 +52,10 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
             for tasks in result[m.member_id].values():
                 tasks.sort(key=task_sort_key)
     return result
+
+
+def _sorted(ids: Sequence[str]) -> list[str]:
+    return sorted(ids, key=task_sort_key) if len(ids) > 1 else list(ids)
 
 
 def _counts(owners: Sequence[int], n: int) -> list[int]:
