@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 async def _serve(args: argparse.Namespace) -> None:
     from compat.coordinator import MigrationCoordinator
-    from compat.gateway.managed import ManagedGroups
+    from compat.gateway.managed import API_KEYS, ManagedGroups
     from compat.gateway.proxy import Gateway
     from compat.gateway.state import StateLog, StateTopic
     from compat.gateway.upstream import Upstream
@@ -53,7 +53,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
     managed = None
     gateway = Gateway(args.upstream, args.listen, broker_port_base=args.broker_port_base,
-                      extra_api_versions=STREAMS_GROUP_APIS, local=lambda *a: managed(*a) if managed else None)
+                      extra_api_versions=STREAMS_GROUP_APIS, local=lambda *a: managed(*a) if managed else None,
+                      local_api_keys=API_KEYS)  # Produce, Fetch and the rest pass without being decoded
 
     def listener() -> tuple[int, str, int]:
         node = min(gateway.brokers.local_port)

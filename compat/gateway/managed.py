@@ -30,6 +30,7 @@ from kprotocol.streams_group.records import CoordinatorRecord
 log = logging.getLogger("kprotocol.gateway")
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT, STREAMS_GROUP_DESCRIBE = 8, 9, 10, 28, 89
 COORDINATED = {11, 12, 13, 14, 88, 89}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, StreamsGroup*
+API_KEYS = frozenset({*COORDINATED, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT})  # all it reads
 TOPICS_MAX_AGE_S = 0.5
 
 

@@ -75,11 +75,13 @@ class Gateway:
 
     def __init__(self, upstream: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 0), *,
                  broker_port_base: int | None = None, local: LocalHandler | None = None,
+                 local_api_keys: frozenset[int] | None = None,
                  extra_api_versions: dict[int, tuple[int, int]] | None = None, max_frame: int = MAX_FRAME) -> None:
         self.bootstrap = upstream
         self.listen = listen
         self.broker_port_base = broker_port_base
         self.local = local
+        self.local_api_keys = local_api_keys  # the only requests the handler is shown (None: every one)
         self.extra_api_versions = extra_api_versions or {}
         self.max_frame = max_frame
         self.brokers = BrokerMap(listen[0])
@@ -241,7 +243,7 @@ class Session:
                 api_key, api_version, _ = request_prefix(frame)
             except DecodeError as exc:
                 raise FrameError(str(exc)) from None
-            if local is not None:
+            if local is not None and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys):
                 answer = await self._try_local(frame, api_key, api_version)
                 if answer is not None:
                     await self.slots.put(_Slot(api_key, api_version, answer))
