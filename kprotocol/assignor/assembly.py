@@ -18,7 +18,8 @@ def to_task_assignment(problem: Problem, active: Sequence[int], standbys: Sequen
     standby_pairs = ((task_id, p) for task_id, procs in compress(zip(ids, standbys), standbys) for p in procs)
     warmup_pairs = ((task_id, p) for task_id, p in zip(ids, warmups or ()) if p >= 0)
     fields = zip(problem.process_ids, _by_process(n, zip(ids, active), len(ids)),
-                 _by_process(n, standby_pairs, len(ids)), _by_process(n, warmup_pairs, 0), repeat(deadline_ms))
+                 _by_process(n, standby_pairs, sum(map(len, standbys))), _by_process(n, warmup_pairs, 0),
+                 repeat(deadline_ms))
     # KafkaStreamsAssignment(...) without the keyword-handling overhead
     return TaskAssignment(tuple(map(tuple.__new__, repeat(KafkaStreamsAssignment), fields)))
 

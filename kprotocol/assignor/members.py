@@ -16,17 +16,19 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
     by_process: dict[str, list[Member]] = {}
     for m in members:
         by_process.setdefault(m.process_id, []).append(m)
-    result: Roles = {m.member_id: {"active": [], "standby": [], "warmup": []} for m in members}
+    result: Roles = dict.fromkeys(m.member_id for m in members)  # type: ignore[arg-type]  # filled below
     for client in assignment.assignment:
         group = by_process.get(client.process_id, ())
         if not group:
             continue
         if len(group) == 1:  # the usual one-thread process: nothing to spread
-            roles = result[group[0].member_id]
-            roles["active"], roles["standby"], roles["warmup"] = (
-                _sorted(ids) for ids in (client.active_tasks, client.standby_tasks, client.warmup_tasks))
+            result[group[0].member_id] = {"active": _sorted(client.active_tasks),
+                                          "standby": _sorted(client.standby_tasks),
+                                          "warmup": _sorted(client.warmup_tasks)}
             continue
         group = sorted(group, key=lambda m: m.member_id)
+        for m in group:
+            result[m.member_id] = {"active": [], "standby": [], "warmup": []}
         actives = client.of_type(AssignedTaskType.ACTIVE)
         others = [(t, "standby") for t in client.of_type(AssignedTaskType.STANDBY)]
         others += [(t, "warmup") for t in client.of_type(AssignedTaskType.WARMUP)]
@@ -51,6 +53,9 @@ def distribute(assignment: TaskAssignment, members: Sequence[Member]) -> Roles:
         for m in group:
             for tasks in result[m.member_id].values():
                 tasks.sort(key=task_sort_key)
+    for member_id, roles in result.items():
+        if roles is None:  # a process the assignment does not name
+            result[member_id] = {"active": [], "standby": [], "warmup": []}
     return result
 
 

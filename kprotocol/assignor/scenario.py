@@ -12,6 +12,7 @@ from .api import (RACK_STRATEGIES, ApplicationState, AssignmentConfigs, KafkaStr
 from .errors import ScenarioError
 
 ROLES = ("active", "standby", "warmup")
+_NOTHING: Mapping[str, Any] = MappingProxyType({})  # shared by every client without tags or lags
 
 
 @dataclass(frozen=True)
@@ -114,14 +115,41 @@ def parse_tasks(raw: Any, racks: dict[str, list[frozenset[str] | None]]) -> dict
         topics = [(topic, is_changelog, racks.get(topic, ())) for topics, is_changelog
                   in ((sources, False), (changelogs, True)) for topic in topics]
         for p in range(count):
-            parts = tuple(_frozen(TaskTopicPartition, topic=topic, partition=p, is_changelog=is_changelog,
-                                  rack_ids=known[p] if p < len(known) else None)
-                          for topic, is_changelog, known in topics)
             task_id = f"{sid}_{p}"
             if task_id in tasks:
                 raise ScenarioError(f"task id {task_id!r} is defined twice")
-            tasks[task_id] = _frozen(TaskInfo, id=task_id, is_stateful=stateful, topic_partitions=parts)
+            tasks[task_id] = _frozen(_ScenarioTask, id=task_id, is_stateful=stateful, _topics=(topics, p))
     return tasks
+
+
+class _ScenarioTask(TaskInfo):
+    """A TaskInfo whose topic partitions are built when first read: the built-in assignors read them only
+    for rack awareness, and a scenario can hold up to a million tasks."""
+
+    @property  # type: ignore[override]
+    def topic_partitions(self) -> tuple[TaskTopicPartition, ...]:
+        known = self.__dict__.get("topic_partitions")
+        if known is None:
+            topics, p = self.__dict__["_topics"]
+            known = self.__dict__["topic_partitions"] = tuple(
+                _frozen(TaskTopicPartition, topic=topic, partition=p, is_changelog=is_changelog,
+                        rack_ids=racks[p] if p < len(racks) else None) for topic, is_changelog, racks in topics)
+        return known
+
+    @topic_partitions.setter
+    def topic_partitions(self, value: tuple[TaskTopicPartition, ...]) -> None:
+        self.__dict__["topic_partitions"] = value
+
+    def __eq__(self, other: object) -> bool:  # equal to the plain TaskInfo of the same fields
+        if not isinstance(other, TaskInfo):
+            return NotImplemented
+        return (self.id, self.is_stateful, self.topic_partitions) == (other.id, other.is_stateful,
+                                                                      other.topic_partitions)
+
+    __hash__ = TaskInfo.__hash__
+
+    def __repr__(self) -> str:
+        return f"TaskInfo(id={self.id!r}, is_stateful={self.is_stateful!r}, topic_partitions={self.topic_partitions!r})"
 
 
 def _frozen(cls: type, **fields: Any) -> Any:
@@ -190,12 +218,15 @@ def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
             raise ScenarioError(f"member {mid!r} needs a non-empty string process_id")
         if mid in member_of:
             raise ScenarioError(f"duplicate member id {mid!r}")
-        member_of[mid] = _frozen(Member, member_id=mid, process_id=pid, active=_task_list(m, "active", tasks),
-                                 standby=_task_list(m, "standby", tasks), warmup=_task_list(m, "warmup", tasks))
+        get = m.get  # the calls below only when there is something to check (most lists are empty)
+        member_of[mid] = _frozen(Member, member_id=mid, process_id=pid,
+                                 active=_task_list(m, "active", tasks) if get("active") else (),
+                                 standby=_task_list(m, "standby", tasks) if get("standby") else (),
+                                 warmup=_task_list(m, "warmup", tasks) if get("warmup") else ())
         members.append(member_of[mid])
         by_process.setdefault(pid, []).append(m)
-    offsets = {m["member_id"]: _offsets(m, "task_offsets", tasks) for m in raw_members}
-    ends = {m["member_id"]: _offsets(m, "task_end_offsets", tasks) for m in raw_members}
+    offsets = {m["member_id"]: _offsets(m, "task_offsets", tasks) for m in raw_members if m.get("task_offsets")}
+    ends = {m["member_id"]: _offsets(m, "task_end_offsets", tasks) for m in raw_members if m.get("task_end_offsets")}
     end_offset = _end_offsets(offsets, ends)
     states = {}
     for pid, raw_group in by_process.items():
@@ -241,7 +272,7 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
         standby = frozenset(t for m in group for t in (*m.standby, *m.warmup)) - active
     lags: dict[str, int] = {}
     for m in group:
-        for t, o in offsets[m.member_id].items():
+        for t, o in offsets.get(m.member_id, _NOTHING).items():
             if tasks[t].is_stateful:
                 lag = 0 if o == LATEST_OFFSET else max(0, end_offset.get(t, 0) - o)
                 lags[t] = min(lags.get(t, lag), lag)
@@ -250,7 +281,8 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
             lags[t] = 0
     return _frozen(
         KafkaStreamsState,
-        process_id=pid, num_processing_threads=len(group), rack_id=rack, client_tags=MappingProxyType(tags),
+        process_id=pid, num_processing_threads=len(group), rack_id=rack,
+        client_tags=MappingProxyType(tags) if tags else _NOTHING,
         previous_active_tasks=active, previous_standby_tasks=standby,
         consumer_client_ids=(group[0].member_id,) if len(group) == 1 else tuple(sorted(m.member_id for m in group)),
-        task_lags=MappingProxyType(lags), end_offsets=end_offset)
+        task_lags=MappingProxyType(lags) if lags else _NOTHING, end_offsets=end_offset)
