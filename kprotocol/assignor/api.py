@@ -12,11 +12,19 @@ import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .errors import TaskAssignmentError
 
 RACK_STRATEGIES = ("none", "min_traffic", "balance_subtopology")
+
+
+def unchecked(cls: type, **fields: object) -> Any:
+    """An instance of one of the frozen dataclasses here from every one of its fields, without the
+    generated __init__: the parsers build tens of thousands of them from values they already checked."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 def task_sort_key(task_id: str) -> tuple[int, int, str, int]:

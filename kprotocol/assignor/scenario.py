@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .api import (RACK_STRATEGIES, ApplicationState, AssignmentConfigs, KafkaStreamsState, TaskInfo,
-                  TaskTopicPartition)
+                  TaskTopicPartition, unchecked)
 from .errors import ScenarioError
 
 ROLES = ("active", "standby", "warmup")
@@ -118,7 +118,7 @@ def parse_tasks(raw: Any, racks: dict[str, list[frozenset[str] | None]]) -> dict
             task_id = f"{sid}_{p}"
             if task_id in tasks:
                 raise ScenarioError(f"task id {task_id!r} is defined twice")
-            tasks[task_id] = _frozen(_ScenarioTask, id=task_id, is_stateful=stateful, _topics=(topics, p))
+            tasks[task_id] = unchecked(_ScenarioTask, id=task_id, is_stateful=stateful, _topics=(topics, p))
     return tasks
 
 
@@ -132,7 +132,7 @@ class _ScenarioTask(TaskInfo):
         if known is None:
             topics, p = self.__dict__["_topics"]
             known = self.__dict__["topic_partitions"] = tuple(
-                _frozen(TaskTopicPartition, topic=topic, partition=p, is_changelog=is_changelog,
+                unchecked(TaskTopicPartition, topic=topic, partition=p, is_changelog=is_changelog,
                         rack_ids=racks[p] if p < len(racks) else None) for topic, is_changelog, racks in topics)
         return known
 
@@ -150,14 +150,6 @@ class _ScenarioTask(TaskInfo):
 
     def __repr__(self) -> str:
         return f"TaskInfo(id={self.id!r}, is_stateful={self.is_stateful!r}, topic_partitions={self.topic_partitions!r})"
-
-
-def _frozen(cls: type, **fields: Any) -> Any:
-    """An instance of a frozen dataclass without its __init__'s per-field checks: tens of thousands of
-    tasks are built per scenario, and the fields here are already validated."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(fields)
-    return obj
 
 
 def _task_list(member: dict, key: str, tasks: Mapping[str, TaskInfo]) -> tuple[str, ...]:
@@ -219,7 +211,7 @@ def parse_scenario(raw: Any, now_ms: int = 0) -> Scenario:
         if mid in member_of:
             raise ScenarioError(f"duplicate member id {mid!r}")
         get = m.get  # the calls below only when there is something to check (most lists are empty)
-        member_of[mid] = _frozen(Member, member_id=mid, process_id=pid,
+        member_of[mid] = unchecked(Member, member_id=mid, process_id=pid,
                                  active=_task_list(m, "active", tasks) if get("active") else (),
                                  standby=_task_list(m, "standby", tasks) if get("standby") else (),
                                  warmup=_task_list(m, "warmup", tasks) if get("warmup") else ())
@@ -279,7 +271,7 @@ def _client_state(pid: str, raw_group: list[dict], group: list[Member], tasks: M
     for t in active:
         if tasks[t].is_stateful:
             lags[t] = 0
-    return _frozen(
+    return unchecked(
         KafkaStreamsState,
         process_id=pid, num_processing_threads=len(group), rack_id=rack,
         client_tags=MappingProxyType(tags) if tags else _NOTHING,

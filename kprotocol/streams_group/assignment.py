@@ -15,9 +15,14 @@ from types import MappingProxyType
 from kprotocol.assignor import (ApplicationState, AssignmentConfigs, AssignmentError, KafkaStreamsState,
                                 TaskAssignmentError, TaskInfo, distribute, resolve_assignor,
                                 validate_task_assignment)
+from kprotocol.assignor.api import unchecked
 from kprotocol.assignor.scenario import Member as ScenarioMember
 from kprotocol.streams_group.member import Member
 from kprotocol.streams_group.tasks import TaskSets, task_ids, tasks_of
+
+
+_NO_TARGET = TaskSets()
+_NOTHING: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     for m in members.values():
         t = targets.get(m.member_id)
         member = ScenarioMember(m.member_id, m.process_id, *(
-            tuple(x for x in task_ids(role) if x in all_tasks) for role in (t or TaskSets())))
+            tuple(x for x in task_ids(role) if x in all_tasks) if role else () for role in (t or _NO_TARGET)))
         scenario_members.append(member)
         by_process.setdefault(m.process_id, []).append(m)
         scenario_by_process.setdefault(m.process_id, []).append(member)
@@ -65,11 +70,12 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
         for tid in active:
             if all_tasks[tid].is_stateful:
                 lags[tid] = 0
-        first = min(group, key=lambda m: m.member_id)
-        states[pid] = KafkaStreamsState(
-            process_id=pid, num_processing_threads=len(group), rack_id=first.rack_id,
-            client_tags=MappingProxyType(dict(first.client_tags)), previous_active_tasks=active,
-            previous_standby_tasks=standby, task_lags=MappingProxyType(lags), end_offsets=ends)
+        first = group[0] if len(group) == 1 else min(group, key=lambda m: m.member_id)
+        states[pid] = unchecked(
+            KafkaStreamsState, process_id=pid, num_processing_threads=len(group), rack_id=first.rack_id,
+            client_tags=MappingProxyType(dict(first.client_tags)) if first.client_tags else _NOTHING,
+            previous_active_tasks=active, previous_standby_tasks=standby,
+            task_lags=MappingProxyType(lags) if lags else _NOTHING, end_offsets=ends, consumer_client_ids=())
     configs = AssignmentConfigs(acceptable_recovery_lag=settings.acceptable_recovery_lag,
                                 max_warmup_replicas=settings.num_warmup_replicas,
                                 num_standby_replicas=settings.num_standby_replicas)
@@ -91,6 +97,8 @@ def _task_infos(tasks: tuple[tuple[str, int], ...], stateful: frozenset[str]) ->
 
 
 def _tasks(ids: list[str]) -> dict[str, frozenset[int]]:
+    if not ids:
+        return {}
     pairs: dict[str, list[int]] = {}
     for tid in ids:
         sub, _, p = tid.rpartition("_")
