@@ -46,8 +46,10 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     scenario_members = []
     for m in members.values():
         t = targets.get(m.member_id)
-        member = ScenarioMember(m.member_id, m.process_id, *(
-            tuple(x for x in task_ids(role) if x in all_tasks) if role else () for role in (t or _NO_TARGET)))
+        active, standby, warmup = (tuple(x for x in task_ids(role) if x in all_tasks) if role else ()
+                                   for role in (t or _NO_TARGET))
+        member = unchecked(ScenarioMember, member_id=m.member_id, process_id=m.process_id, active=active,
+                           standby=standby, warmup=warmup)
         scenario_members.append(member)
         by_process.setdefault(m.process_id, []).append(m)
         scenario_by_process.setdefault(m.process_id, []).append(member)
