@@ -3,6 +3,7 @@ reads it like a `__consumer_offsets` partition) or in a compacted topic of the u
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from kprotocol.registry import message_class
 from kprotocol.streams_group.records import CoordinatorRecord
 
 SEGMENT = Path("__consumer_offsets-0") / "00000000000000000000.log"
+RETRIABLE = {3, 5, 6}  # unknown topic or partition, leader not available, not leader (a topic just created)
 
 
 class StateLog:
@@ -60,13 +62,16 @@ class StateTopic:
             configs=[create.CreatableTopicConfig(name="cleanup.policy", value="compact")])], timeout_ms=30_000))
         fetch = message_class("FetchRequest")
         out: list[tuple[bytes, bytes | None]] = []
-        offset = 0
+        offset, deadline = 0, time.monotonic() + 30
         while True:
             response = await self.upstream.bootstrap.send(fetch(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0, session_epoch=-1,
                 topics=[fetch.FetchTopic(topic=self.topic, partitions=[fetch.FetchPartition(
                     partition=0, fetch_offset=offset, partition_max_bytes=8 << 20)])]), self.FETCH_VERSION)
             part = response.responses[0].partitions[0]
+            if part.error_code in RETRIABLE and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)  # a new topic's leader is still being elected
+                continue
             if part.error_code:
                 raise ConnectionError(f"fetching {self.topic}: error {part.error_code}")
             batches = list(read_batches(part.records or b""))
@@ -83,9 +88,15 @@ class StateTopic:
         batch = write_batch([Record(offset=i, timestamp=now, key=k, value=v)
                              for i, (k, v) in enumerate(r.encode() for r in records)])
         produce = message_class("ProduceRequest")
-        response = await self.upstream.bootstrap.send(produce(acks=-1, timeout_ms=30_000, topic_data=[
-            produce.TopicProduceData(name=self.topic, partition_data=[
-                produce.PartitionProduceData(index=0, records=batch)])]), self.PRODUCE_VERSION)
-        error = response.responses[0].partition_responses[0].error_code
-        if error:
-            raise ConnectionError(f"writing {self.topic}: error {error}")
+        request = produce(acks=-1, timeout_ms=30_000, topic_data=[produce.TopicProduceData(
+            name=self.topic, partition_data=[produce.PartitionProduceData(index=0, records=batch)])])
+        deadline = time.monotonic() + 30
+        while True:
+            response = await self.upstream.bootstrap.send(request, self.PRODUCE_VERSION)
+            error = response.responses[0].partition_responses[0].error_code
+            if error in RETRIABLE and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                continue
+            if error:
+                raise ConnectionError(f"writing {self.topic}: error {error}")
+            return
