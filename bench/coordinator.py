@@ -135,6 +135,24 @@ def steady_us(side, n: int, source: str, group: str, core: bool) -> float:
     return statistics.median(samples)
 
 
+def member_level_ms(tasks: int, runs: int = 7) -> float:
+    """Median ms of one target assignment of 1000 one-thread members over `tasks` tasks (100 subtopologies,
+    half stateful), the previous target installed: inputs, assignor, validation and spreading over members."""
+    from kprotocol.streams_group.assignment import AssignmentSettings, compute_targets
+    from kprotocol.streams_group.member import Member
+
+    members = {f"m{i:04d}": Member(f"m{i:04d}", process_id=f"p{i:04d}") for i in range(1000)}
+    counts = {str(s): tasks // 100 for s in range(100)}
+    stateful = {str(s) for s in range(0, 100, 2)}
+    previous = compute_targets(members, {}, counts, stateful, AssignmentSettings(), {}, {}, 0)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        compute_targets(members, previous, counts, stateful, AssignmentSettings(), {}, {}, 0)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def new_broker_group(broker) -> tuple[Broker, str, str]:
     group = f"bench-{uuid.uuid4().hex[:6]}"
     source = f"{group}-input"
@@ -149,6 +167,12 @@ def main() -> None:
     parser.add_argument("--no-broker", action="store_true")
     args = parser.parse_args()
     sizes = [int(x) for x in args.members.split(",")]
+    print("member-level target assignment, 1000 members (Kafka's figures as the issue measured them)")
+    print(f"{'tasks':>8} {'kprotocol ms':>13} {'kafka ms':>9} {'target':>7}")
+    for tasks, kafka in ((1000, 3.0), (10_000, 19.5)):
+        ms = member_level_ms(tasks)
+        print(f"{tasks:>8} {ms:>13.1f} {kafka:>9.1f} {3 * kafka:>7.1f} {'ok' if ms <= 3 * kafka else 'SLOW'}")
+    print()
     broker = None
     if not args.no_broker:
         from kprotocol.toolchain import KafkaBroker

@@ -18,7 +18,7 @@ from kprotocol.assignor import (ApplicationState, AssignmentConfigs, AssignmentE
 from kprotocol.assignor.api import unchecked
 from kprotocol.assignor.scenario import Member as ScenarioMember
 from kprotocol.streams_group.member import Member
-from kprotocol.streams_group.tasks import TaskSets, task_ids, tasks_of
+from kprotocol.streams_group.tasks import TaskSets
 
 
 _NO_TARGET = TaskSets()
@@ -40,14 +40,15 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     """member id -> its new target, for `tasks` (subtopology -> number of tasks)."""
     if not members:
         return {}
-    all_tasks = _task_infos(tuple(sorted(tasks.items())), frozenset(stateful))
+    shape = tuple(sorted(tasks.items()))
+    all_tasks = _task_infos(shape, frozenset(stateful))
+    name_of, task_of = _task_names(shape)
     by_process: dict[str, list[Member]] = {}
     scenario_by_process: dict[str, list[ScenarioMember]] = {}
     scenario_members = []
     for m in members.values():
         t = targets.get(m.member_id)
-        active, standby, warmup = (tuple(x for x in task_ids(role) if x in all_tasks) if role else ()
-                                   for role in (t or _NO_TARGET))
+        active, standby, warmup = (_names(role, name_of) if role else () for role in (t or _NO_TARGET))
         member = unchecked(ScenarioMember, member_id=m.member_id, process_id=m.process_id, active=active,
                            standby=standby, warmup=warmup)
         scenario_members.append(member)
@@ -87,8 +88,8 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
     if error is not AssignmentError.NONE:
         raise TaskAssignmentError(f"assignor {settings.assignor!r} returned an invalid assignment: {error.value}")
     roles = distribute(assignment, scenario_members)
-    return {member_id: TaskSets(*(_tasks(r[role]) for role in ("active", "standby", "warmup")))
-            for member_id, r in roles.items()}
+    return {member_id: TaskSets(_tasks(r["active"], task_of), _tasks(r["standby"], task_of),
+                                _tasks(r["warmup"], task_of)) for member_id, r in roles.items()}
 
 
 @lru_cache(maxsize=64)
@@ -98,11 +99,24 @@ def _task_infos(tasks: tuple[tuple[str, int], ...], stateful: frozenset[str]) ->
                              for sub, count in tasks for p in range(count)})
 
 
-def _tasks(ids: list[str]) -> dict[str, frozenset[int]]:
+@lru_cache(maxsize=64)
+def _task_names(tasks: tuple[tuple[str, int], ...]) -> tuple[dict[tuple[str, int], str], dict[str, tuple[str, int]]]:
+    """(subtopology, partition) <-> the assignor's task id, for the tasks of a configured topology."""
+    name_of = {(sub, p): f"{sub}_{p}" for sub, count in tasks for p in range(count)}
+    return name_of, {name: task for task, name in name_of.items()}
+
+
+def _names(tasks: Mapping[str, frozenset[int]], name_of: Mapping[tuple[str, int], str]) -> tuple[str, ...]:
+    """The assignor's ids of `tasks`, in the order of their subtopologies and partitions; tasks the
+    topology no longer has (fewer partitions) are left out."""
+    return tuple(name for sub in sorted(tasks) for p in sorted(tasks[sub]) if (name := name_of.get((sub, p))))
+
+
+def _tasks(ids: list[str], task_of: Mapping[str, tuple[str, int]]) -> dict[str, frozenset[int]]:
     if not ids:
         return {}
     pairs: dict[str, list[int]] = {}
     for tid in ids:
-        sub, _, p = tid.rpartition("_")
-        pairs.setdefault(sub, []).append(int(p))
-    return tasks_of(pairs.items())
+        sub, p = task_of[tid]
+        pairs.setdefault(sub, []).append(p)
+    return {sub: frozenset(ps) for sub, ps in pairs.items()}
