@@ -603,53 +603,32 @@ class StreamsGroupCoordinator:
                                                        f"expected member epoch {member.member_epoch}.")
 
     def _offset_commit(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
-        _, response_cls = api_classes(OFFSET_COMMIT)
-        group = self.group(req.group_id)
-        records: list[CoordinatorRecord] = []
-        try:
-            self._validate_commit(group, req.member_id, req.generation_id_or_member_epoch,
-                                  getattr(req, "group_instance_id", None), False, version)
-            error = 0
-        except CoordinatorError as exc:
-            error = exc.code
-        topics = []
-        for topic in req.topics:
-            parts = []
-            for p in topic.partitions:
-                if error == 0:
-                    records.append(rec.offset_commit(req.group_id, topic.name, p.partition_index, p.committed_offset,
-                                                     p.committed_leader_epoch, p.committed_metadata, now))
-                parts.append(response_cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                                        error_code=error))
-            topics.append(response_cls.OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id,
-                                                                 partitions=parts))
+        _, cls = api_classes(OFFSET_COMMIT)
+        error = self._commit_error(req, False, version)
+        topics, records = _commit(req, error, now, lambda topic, parts: cls.OffsetCommitResponseTopic(
+            name=topic.name, topic_id=topic.topic_id, partitions=[cls.OffsetCommitResponsePartition(
+                partition_index=p, error_code=error) for p in parts]))
         if records:
             self._group_for_replay(req.group_id)
             self.replay(records)
-        return response_cls(topics=topics), records
+        return cls(topics=topics), records
 
     def _txn_offset_commit(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
-        _, response_cls = api_classes(TXN_OFFSET_COMMIT)
-        group = self.group(req.group_id)
-        try:
-            self._validate_commit(group, req.member_id, req.generation_id_or_member_epoch, req.group_instance_id,
-                                  True, version)
-            error = 0
-        except CoordinatorError as exc:
-            error = exc.code
-        records: list[CoordinatorRecord] = []
-        topics = []
-        for topic in req.topics:
-            parts = []
-            for p in topic.partitions:
-                if error == 0:
-                    records.append(rec.offset_commit(req.group_id, topic.name, p.partition_index, p.committed_offset,
-                                                     p.committed_leader_epoch, p.committed_metadata, now))
-                parts.append(response_cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                                           error_code=error))
-            topics.append(response_cls.TxnOffsetCommitResponseTopic(name=topic.name, partitions=parts))
+        _, cls = api_classes(TXN_OFFSET_COMMIT)
+        error = self._commit_error(req, True, version)
+        topics, records = _commit(req, error, now, lambda topic, parts: cls.TxnOffsetCommitResponseTopic(
+            name=topic.name, partitions=[cls.TxnOffsetCommitResponsePartition(partition_index=p, error_code=error)
+                                         for p in parts]))
         self._pending_txn.setdefault(req.producer_id, []).extend(records)
-        return response_cls(topics=topics), records
+        return cls(topics=topics), records
+
+    def _commit_error(self, req: Message, transactional: bool, version: int) -> int:
+        try:
+            self._validate_commit(self.group(req.group_id), req.member_id, req.generation_id_or_member_epoch,
+                                  getattr(req, "group_instance_id", None), transactional, version)
+        except CoordinatorError as exc:
+            return exc.code
+        return 0
 
     def _offset_fetch(self, req: Message, version: int) -> Message:
         _, response_cls = api_classes(OFFSET_FETCH)
@@ -710,6 +689,15 @@ class StreamsGroupCoordinator:
             elif error:
                 return response_cls(error_code=error), records
         return response_cls(members=answers), records
+
+
+def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list[Any], list[CoordinatorRecord]]:
+    """The answer per topic (`topic_answer(topic, partition indexes)`) and, without error, one offset
+    record per partition of an OffsetCommit or TxnOffsetCommit."""
+    records = [] if error else [
+        rec.offset_commit(req.group_id, t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                          p.committed_metadata, now) for t in req.topics for p in t.partitions]
+    return [topic_answer(t, [p.partition_index for p in t.partitions]) for t in req.topics], records
 
 
 def _validate_heartbeat(req: Message) -> None:
