@@ -9,7 +9,7 @@ tagged with the caller's token: `handle` and `poll` both return `(token, respons
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable
+from collections.abc import Container, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,22 @@ GroupMetadataKey, GroupMetadataValue = message_class("GroupMetadataKey"), messag
 
 Token = Hashable
 Answer = tuple[Token, Message]
+
+
+def admit(header: Message, req: Message, members: Container[str], pending: set[str]) -> tuple[str, Message | None]:
+    """The member id a JoinGroup joins with, or the JoinGroup answer refusing it: from v4 a new member
+    first gets its id (MEMBER_ID_REQUIRED) and rejoins with it; an id nobody gave out is unknown."""
+    _, cls = api_classes(JOIN_GROUP)
+    member_id = req.member_id
+    if member_id == "":
+        member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
+        if header.request_api_version >= 4:
+            pending.add(member_id)
+            return member_id, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1)
+    elif member_id not in members and member_id not in pending:
+        return member_id, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1)
+    pending.discard(member_id)
+    return member_id, None
 
 
 @dataclass
@@ -70,15 +86,9 @@ class ClassicGroup:
         version = header.request_api_version
         if self.protocol_type not in (None, req.protocol_type) and self.members or not req.protocols:
             return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))], []
-        member_id = req.member_id
-        if member_id == "":
-            member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
-            if version >= 4:
-                self.pending_ids.add(member_id)
-                return [(token, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1))], []
-        elif member_id not in self.members and member_id not in self.pending_ids:
-            return [(token, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1))], []
-        self.pending_ids.discard(member_id)
+        member_id, refusal = admit(header, req, self.members, self.pending_ids)
+        if refusal is not None:
+            return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
         old = self.members.get(member_id)
         member = ClassicMember(member_id, req.group_instance_id, header.client_id or "", client_host,

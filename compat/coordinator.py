@@ -12,13 +12,13 @@ Sans-IO like the streams-group coordinator: `(token, response)` answers and reco
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compat.classic import (HEARTBEAT, ILLEGAL_GENERATION, JOIN_GROUP, LEAVE_GROUP, MEMBER_ID_REQUIRED, GroupMetadataKey,
-                            REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember)
+from compat.classic import (HEARTBEAT, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, JOIN_GROUP, LEAVE_GROUP,
+                            REBALANCE_IN_PROGRESS,
+                            SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember, GroupMetadataKey, admit)
 from compat.translate import (ClassicSubscription, assigned_tasks, classic_assignment, decode_subscription,
                               owned_active_tasks)
 from kprotocol.registry import api_classes, message_class
@@ -232,19 +232,13 @@ class MigrationCoordinator:
                       client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
         _, cls = api_classes(JOIN_GROUP)
         group = self.streams.group(req.group_id)
-        member_id = req.member_id
-        if member_id == "":
-            member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
-            if header.request_api_version >= 4:
-                self._pending_ids.add(member_id)
-                return [(token, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1))], []
-        elif member_id not in group.members and member_id not in self._pending_ids:
-            return [(token, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1))], []
-        self._pending_ids.discard(member_id)
+        member_id, refusal = admit(header, req, group.members, self._pending_ids)
+        if refusal is not None:
+            return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
         metadata = dict(protocols).get(STREAMS_PROTOCOL)
         if metadata is None:
-            return [(token, cls(error_code=23, member_id=member_id, generation_id=-1))], []
+            return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id, generation_id=-1))], []
         subscription = decode_subscription(metadata)
         info = ClassicInfo(subscription, protocols, req.session_timeout_ms, req.rebalance_timeout_ms,
                            header.client_id or "")
@@ -274,17 +268,25 @@ class MigrationCoordinator:
         return [(token, cls(generation_id=response.member_epoch, protocol_type="consumer",
                             protocol_name=STREAMS_PROTOCOL, leader="", member_id=member_id, members=[]))], records
 
-    def _sync_streams(self, req: Message, now: int) -> Message:
-        _, cls = api_classes(SYNC_GROUP)
+    def _classic_member(self, req: Message) -> tuple[Any, Member, ClassicInfo] | int:
+        """The streams group, member and classic info a SyncGroup or Heartbeat is from, or its error code."""
         group = self.streams.group(req.group_id)
         member = group.members.get(req.member_id)
         info = self.classic_info.get(req.group_id, {}).get(req.member_id)
         if member is None:
-            return cls(error_code=UNKNOWN_MEMBER_ID)
-        if info is None:
-            return cls(error_code=REBALANCE_IN_PROGRESS)
+            return UNKNOWN_MEMBER_ID
+        if info is None:  # not heard of since a restart: its JoinGroup tells us who it is
+            return REBALANCE_IN_PROGRESS
         if req.generation_id != member.member_epoch:
-            return cls(error_code=ILLEGAL_GENERATION)
+            return ILLEGAL_GENERATION
+        return group, member, info
+
+    def _sync_streams(self, req: Message, now: int) -> Message:
+        _, cls = api_classes(SYNC_GROUP)
+        found = self._classic_member(req)
+        if isinstance(found, int):
+            return cls(error_code=found)
+        group, member, info = found
         counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
         versions = [i.subscription.info.latest_supported_version for i in self.classic_info[req.group_id].values()]
         probe = now + PROBING_INTERVAL_MS if member.assigned.warmup else NO_NEXT_REBALANCE
@@ -294,15 +296,10 @@ class MigrationCoordinator:
 
     def _heartbeat_streams(self, req: Message, now: int) -> Message:
         _, cls = api_classes(HEARTBEAT)
-        group = self.streams.group(req.group_id)
-        member = group.members.get(req.member_id)
-        info = self.classic_info.get(req.group_id, {}).get(req.member_id)
-        if member is None:
-            return cls(error_code=UNKNOWN_MEMBER_ID)
-        if info is None:  # not heard of since a restart: its JoinGroup tells us who it is
-            return cls(error_code=REBALANCE_IN_PROGRESS)
-        if req.generation_id != member.member_epoch:
-            return cls(error_code=ILLEGAL_GENERATION)
+        found = self._classic_member(req)
+        if isinstance(found, int):
+            return cls(error_code=found)
+        group, member, info = found
         group.session_deadlines[member.member_id] = now + info.session_timeout_ms
         moving = member.state != UNREVOKED_TASKS and (
             not member.is_reconciled_to(group.assignment_epoch) or group.epoch > group.assignment_epoch)
