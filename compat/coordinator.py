@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compat.classic import (HEARTBEAT, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, JOIN_GROUP, LEAVE_GROUP,
-                            REBALANCE_IN_PROGRESS,
-                            SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember, GroupMetadataKey, admit)
+                            REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember,
+                            GroupMetadataKey, admit)
 from compat.translate import (ClassicSubscription, assigned_tasks, classic_assignment, decode_subscription,
                               owned_active_tasks)
 from kprotocol.registry import api_classes, message_class
@@ -30,7 +30,7 @@ from kprotocol.streams_group.coordinator import STREAMS_GROUP_DESCRIBE, STREAMS_
 from kprotocol.streams_group.member import UNREVOKED_TASKS, Member
 from kprotocol.streams_group.records import CoordinatorRecord
 from kprotocol.streams_group.tasks import TaskSets
-from kprotocol.streams_group.topology import from_request
+from kprotocol.streams_group.topology import from_request, to_request
 
 Token = Hashable
 Answer = tuple[Token, Message]
@@ -154,8 +154,9 @@ class MigrationCoordinator:
         ids = [m.member_id for m in req.members] if version >= 3 else [req.member_id]
         errors, answers, records = group.leave(ids, now)
         if version >= 3:
-            return [(token, cls(members=[cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                                           error_code=e) for m, e in zip(req.members, errors)]))] \
+            return [(token, cls(members=[cls.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=e)
+                for m, e in zip(req.members, errors)]))] \
                 + answers, records
         return [(token, cls(error_code=errors[0]))] + answers, records
 
@@ -254,8 +255,9 @@ class MigrationCoordinator:
                      rebalance_timeout_ms=req.rebalance_timeout_ms, process_id=subscription.process_id,
                      user_endpoint=None if endpoint is None else HB.Endpoint(host=endpoint[0], port=endpoint[1]),
                      client_tags=[HB.KeyValue(key=k, value=v) for k, v in subscription.info.client_tags],
-                     topology=_request_topology(group.topology) if epoch == 0 else None,
-                     active_tasks=wire(owned.active) if epoch else [], standby_tasks=wire(owned.standby) if epoch else [],
+                     topology=to_request(group.topology) if epoch == 0 else None,
+                     active_tasks=wire(owned.active) if epoch else [],
+                     standby_tasks=wire(owned.standby) if epoch else [],
                      warmup_tasks=wire(owned.warmup) if epoch else [],
                      task_offsets=[HB.TaskOffset(subtopology_id=s, partition=p, offset=o)
                                    for (s, p), o in subscription.task_offsets.items()])
@@ -304,18 +306,3 @@ class MigrationCoordinator:
         moving = member.state != UNREVOKED_TASKS and (
             not member.is_reconciled_to(group.assignment_epoch) or group.epoch > group.assignment_epoch)
         return cls(error_code=REBALANCE_IN_PROGRESS if moving else 0)
-
-
-def _request_topology(value: Any) -> Any:
-    """A heartbeat topology equal to a stored StreamsGroupTopology value."""
-    def info(t: Any) -> Any:
-        return HB.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                            topic_configs=[HB.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
-    return HB.Topology(epoch=value.epoch, subtopologies=[HB.Subtopology(
-        subtopology_id=s.subtopology_id, source_topics=s.source_topics, source_topic_regex=s.source_topic_regex,
-        state_changelog_topics=[info(t) for t in s.state_changelog_topics],
-        repartition_sink_topics=s.repartition_sink_topics,
-        repartition_source_topics=[info(t) for t in s.repartition_source_topics],
-        copartition_groups=[HB.CopartitionGroup(source_topics=g.source_topics, source_topic_regex=g.source_topic_regex,
-                                                repartition_source_topics=g.repartition_source_topics)
-                            for g in s.copartition_groups]) for s in value.subtopologies])

@@ -228,8 +228,9 @@ class StreamsGroupCoordinator:
             return response, self._apply(group, self._fence(group, req.member_id))
         member = _static_member_or_throw(group, req.instance_id, req.member_id)
         if req.member_epoch == STATIC_LEAVE_EPOCH:
+            zeroed = {s: dict.fromkeys(ps, 0) for s, ps in member.assigned.active.items()}
             left = dataclasses.replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
-                                       active_epochs={s: {p: 0 for p in ps} for s, ps in member.assigned.active.items()})
+                                       active_epochs=zeroed)
             group.session_deadlines.pop(member.member_id, None)
             group.rebalance_deadlines.pop(member.member_id, None)
             return response, self._apply(group, [rec.current_assignment(group.group_id, left)])
@@ -435,7 +436,8 @@ class StreamsGroupCoordinator:
     def _topology(self, group: StreamsGroup, req: Message, records: list[CoordinatorRecord]) -> Any:
         if req.topology is None:
             if group.topology is None:
-                raise CoordinatorError(UNKNOWN_SERVER_ERROR, "The topology is null and the group topology is also null.")
+                raise CoordinatorError(UNKNOWN_SERVER_ERROR,
+                                       "The topology is null and the group topology is also null.")
             return group.topology
         requested = from_request(req.topology)
         if group.topology is None:

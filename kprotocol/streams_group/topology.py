@@ -17,25 +17,36 @@ from kprotocol.streams_group.errors import CoordinatorError, STREAMS_INVALID_TOP
 from kprotocol.streams_group.java_order import hash_order
 
 TopologyValue = message_class("StreamsGroupTopologyValue")
+Heartbeat = message_class("StreamsGroupHeartbeatRequest")
 STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS, MISSING_INTERNAL_TOPICS, \
     SHUTDOWN_APPLICATION, ASSIGNMENT_DELAYED = range(6)
 
 
 def from_request(topology: Any) -> Any:
     """The StreamsGroupTopology record value of a heartbeat's topology."""
-    v = TopologyValue
+    return _convert(topology, TopologyValue, TopologyValue, TopologyValue.TopicConfig)
 
+
+def to_request(value: Any) -> Any:
+    """A heartbeat topology equal to a stored StreamsGroupTopology record value."""
+    return _convert(value, Heartbeat, Heartbeat.Topology, Heartbeat.KeyValue)
+
+
+def _convert(topology: Any, owner: Any, root: Any, config: Any) -> Any:
+    """`topology` copied field by field into `root`, the structs taken from `owner` (record and request
+    topologies have the same fields; their topic configs are TopicConfig and KeyValue)."""
     def info(t: Any) -> Any:
-        return v.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                           topic_configs=[v.TopicConfig(key=c.key, value=c.value) for c in t.topic_configs])
+        return owner.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                               topic_configs=[config(key=c.key, value=c.value) for c in t.topic_configs])
 
-    return v(epoch=topology.epoch, subtopologies=[v.Subtopology(
+    return root(epoch=topology.epoch, subtopologies=[owner.Subtopology(
         subtopology_id=s.subtopology_id, source_topics=s.source_topics, source_topic_regex=s.source_topic_regex,
         state_changelog_topics=[info(t) for t in s.state_changelog_topics],
         repartition_sink_topics=s.repartition_sink_topics,
         repartition_source_topics=[info(t) for t in s.repartition_source_topics],
-        copartition_groups=[v.CopartitionGroup(source_topics=g.source_topics, source_topic_regex=g.source_topic_regex,
-                                               repartition_source_topics=g.repartition_source_topics)
+        copartition_groups=[owner.CopartitionGroup(
+            source_topics=g.source_topics, source_topic_regex=g.source_topic_regex,
+            repartition_source_topics=g.repartition_source_topics)
                             for g in s.copartition_groups]) for s in topology.subtopologies])
 
 
