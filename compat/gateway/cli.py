@@ -9,20 +9,15 @@ import signal
 import sys
 from pathlib import Path
 
+from kprotocol.tools.inputs import host_port
+
 STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     gateway = subparsers.add_parser("gateway", help="a Kafka proxy that keeps clients on itself (migration gateway)")
-    gateway.add_argument("--upstream", type=_address, required=True, help="bootstrap broker HOST:PORT")
-    gateway.add_argument("--listen", type=_address, default=("127.0.0.1", 9192),
+    gateway.add_argument("--upstream", type=host_port, required=True, help="bootstrap broker HOST:PORT")
+    gateway.add_argument("--listen", type=host_port, default=("127.0.0.1", 9192),
                          help="bootstrap listener HOST:PORT (default: %(default)s)")
     gateway.add_argument("--broker-port-base", type=int,
                          help="listen for upstream broker N on BASE+N (default: free ports)")

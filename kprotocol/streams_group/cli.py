@@ -8,15 +8,8 @@ import json
 import sys
 from typing import Any
 
-from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.inputs import UsageError, host_port
 from kprotocol.tools.tables import render
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions = groups.add_subparsers(dest="action", required=True)
     describe = actions.add_parser("describe", help="state, epochs and members of streams groups")
     where = describe.add_mutually_exclusive_group(required=True)
-    where.add_argument("--gateway", type=_address, metavar="HOST:PORT", help="the migration gateway")
-    where.add_argument("--bootstrap-server", type=_address, metavar="HOST:PORT", help="a broker")
+    where.add_argument("--gateway", type=host_port, metavar="HOST:PORT", help="the migration gateway")
+    where.add_argument("--bootstrap-server", type=host_port, metavar="HOST:PORT", help="a broker")
     describe.add_argument("--group", action="append", required=True, help="a group id; repeatable")
     describe.add_argument("--members", action="store_true", help="one row per member, with its assignment")
     describe.add_argument("--format", choices=("table", "json"), default="table")

@@ -7,6 +7,7 @@ likewise). A mistake raises `UsageError`: `kprotocol` prints it as one line and 
 
 from __future__ import annotations
 
+import argparse
 import base64
 import binascii
 import difflib
@@ -97,3 +98,11 @@ def checked_version(cls: type[Message], version: int) -> int:
     if not low <= version <= high:
         raise UsageError(f"{cls.__name__} has no version {version} (valid: {low}-{high})")
     return version
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """An argparse type: `HOST:PORT` (IPv6 hosts in brackets; an empty host is 127.0.0.1)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
