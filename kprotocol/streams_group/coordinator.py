@@ -173,8 +173,10 @@ class StreamsGroupCoordinator:
         for group in list(self.groups.values()):
             if not group.exists:
                 continue
-            for member_id, deadline in sorted(group.session_deadlines.items(), key=lambda kv: kv[1]):
-                if deadline <= now_ms and member_id in group.members:
+            expired = sorted((d, m) for m, d in group.session_deadlines.items() if d <= now_ms)
+            for _, member_id in expired:
+                group.session_deadlines.pop(member_id, None)
+                if member_id in group.members:
                     out += self._apply(group, self._fence(group, member_id))
             for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
                 member = group.members.get(member_id)
