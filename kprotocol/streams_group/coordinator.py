@@ -557,7 +557,7 @@ class StreamsGroupCoordinator:
     def describe_group(self, group: StreamsGroup, response_cls: Any, version: int = 1) -> Any:
         cls = response_cls
         classic = self.classic_members.get(group.group_id, set())
-        members = [self._describe_member(group, group.members[m], cls).replace(is_classic=m in classic)
+        members = [self._describe_member(group, group.members[m], cls, m in classic)
                    for m in sorted(group.members)]
         extra = {"assignor_name": self.config_for(group.group_id).assignment.assignor} if version >= 1 else {}
         return cls.DescribedGroup(group_id=group.group_id, group_state=group.state, group_epoch=group.epoch,
@@ -565,7 +565,7 @@ class StreamsGroupCoordinator:
                                   topology=describe(group.topology, group.configured, cls), members=members, **extra)
 
     @staticmethod
-    def _describe_member(group: StreamsGroup, m: Member, cls: Any) -> Any:
+    def _describe_member(group: StreamsGroup, m: Member, cls: Any, is_classic: bool) -> Any:
         def assignment(tasks: TaskSets) -> Any:
             return cls.Assignment(active_tasks=_wire(cls.TaskIds, tasks.active, sort=True),
                                   standby_tasks=_wire(cls.TaskIds, tasks.standby, sort=True),
@@ -583,7 +583,7 @@ class StreamsGroupCoordinator:
             task_offsets=offsets(group.task_offsets.get(m.member_id, {})),
             task_end_offsets=offsets(group.task_end_offsets.get(m.member_id, {})),
             assignment=assignment(m.assigned), target_assignment=assignment(group.target(m.member_id)),
-            is_classic=False)
+            is_classic=is_classic)
 
     # --- offsets ------------------------------------------------------------------------------
 

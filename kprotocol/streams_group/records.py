@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from kprotocol.coordinator.decode import decode_record
+from kprotocol.coordinator.record_types import record_types
 from kprotocol.registry import message_class
 from kprotocol.streams_group.member import Member
 from kprotocol.streams_group.tasks import TaskSets, Tasks
@@ -146,8 +147,6 @@ def offset_commit(group_id: str, topic: str, partition: int, offset: int, leader
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
     """A record of `__consumer_offsets` as typed messages, or None unless it is a streams group, classic group
     or offset record."""
-    from kprotocol.coordinator.record_types import record_types
-
     (type_id,) = _PREFIX.unpack_from(key)
     kind = record_types().get(type_id)
     if kind is None or not (type_id in (1, 2) or kind.key.__name__.startswith("StreamsGroup")):
