@@ -47,7 +47,8 @@ class Twin:
         configs = {**BASE_CONFIGS, **(configs or {})}
         self._alter_configs(configs)
         ours = {k: v for k, v in configs.items() if k != "streams.assignor.offload.enable"}
-        self.coordinator = StreamsGroupCoordinator(GroupConfig.from_kafka(ours, GroupConfig(initial_rebalance_delay_ms=0)))
+        config = GroupConfig.from_kafka(ours, GroupConfig(initial_rebalance_delay_ms=0))
+        self.coordinator = StreamsGroupCoordinator(config)
         self.records: list[rec.CoordinatorRecord] = []
         self.epochs: dict[str, int] = {}
         self.owned: dict[str, dict[str, list]] = {}  # member -> the tasks it runs, as a client applies them
@@ -98,8 +99,9 @@ class Twin:
         if broker["errorCode"] == 0 and broker["memberEpoch"] >= 0:
             self.epochs[member] = broker["memberEpoch"]
             if broker["activeTasks"] is not None:
-                self.owned[member] = {role: [HB.TaskIds(subtopology_id=t["subtopologyId"], partitions=t["partitions"])
-                                             for t in broker[f"{role}Tasks"]] for role in ("active", "standby", "warmup")}
+                self.owned[member] = {
+                    role: [HB.TaskIds(subtopology_id=t["subtopologyId"], partitions=t["partitions"])
+                           for t in broker[f"{role}Tasks"]] for role in ("active", "standby", "warmup")}
         elif broker["errorCode"] or broker["memberEpoch"] < 0:
             self.epochs.pop(member, None)
             self.owned.pop(member, None)

@@ -137,7 +137,8 @@ def test_transactional_commits_apply_at_the_marker() -> None:
     txn = message_class("TxnOffsetCommitRequest")
     request = txn(transactional_id="t", group_id="app", producer_id=7, producer_epoch=0,
                   generation_id_or_member_epoch=-1, member_id="", topics=[txn.TxnOffsetCommitRequestTopic(
-                      name="in", partitions=[txn.TxnOffsetCommitRequestPartition(partition_index=1, committed_offset=9)])])
+                      name="in", partitions=[txn.TxnOffsetCommitRequestPartition(partition_index=1,
+                                                                                 committed_offset=9)])])
     response, records = c.handle(header(28, 4), request, 0)
     assert response.topics[0].partitions[0].error_code == 0 and len(records) == 1
     assert c.groups.get("app") is None or not c.groups["app"].offsets  # pending until the transaction commits

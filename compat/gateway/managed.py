@@ -133,7 +133,8 @@ class ManagedGroups:
         if not wanted:
             return
         create = message_class("CreateTopicsRequest")
-        topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions, replication_factor=t.replication_factor,
+        topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions,
+                                        replication_factor=t.replication_factor,
                                         configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
                   for t in wanted.values()]
         wanted.clear()
