@@ -662,10 +662,168 @@ static PyObject *to_json(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return json_struct(args[0], args[1], args[2], args[3], args[4], 0);
 }
 
+
+/* ------------------------------------------------------------------ record summaries */
+
+/* The canonical part of a v2 records payload, summarised as kprotocol.records.summary does:
+ * one dict per record with offset, timestamp, key, value and headers, bytes up to `max_bytes`
+ * as hex and longer ones as length, prefix and sha256. Anything irregular (a bad length, a
+ * non-minimal or long varint, invalid UTF-8, bytes left over) returns None without an exception,
+ * and the Python reader reports it precisely. */
+
+static PyObject *k_offset, *k_timestamp, *k_key, *k_value, *k_headers, *k_length, *k_hex, *k_prefix_hex,
+    *k_sha256, *s_hexdigest;
+
+/* A zigzag varint of at most 5 bytes (records use int32 lengths and deltas). */
+static int read_zigzag(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end) return -1;
+        unsigned char b = buf[p++];
+        result |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            if (b == 0 && shift) return -1;
+            if (result > 0xffffffffu) return -1;
+            uint32_t u = (uint32_t)result;
+            *out = (int64_t)(int32_t)((u >> 1) ^ (uint32_t)-(int32_t)(u & 1));
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 28) return -1;
+    }
+}
+
+static PyObject *hex_str(const unsigned char *p, Py_ssize_t n) {
+    static const char digits[] = "0123456789abcdef";
+    PyObject *out = PyUnicode_New(2 * n, 127);
+    if (!out) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        d[2 * i] = digits[p[i] >> 4];
+        d[2 * i + 1] = digits[p[i] & 15];
+    }
+    return out;
+}
+
+/* None, {"length", "hex"} or {"length", "prefixHex", "sha256"}; NULL with an exception on failure. */
+static PyObject *bytes_summary(const unsigned char *p, int64_t n, Py_ssize_t max_bytes, Py_ssize_t prefix,
+                               PyObject *sha256) {
+    if (n < 0) Py_RETURN_NONE;
+    PyObject *out = PyDict_New(), *v = NULL;
+    if (!out) return NULL;
+    if (!(v = PyLong_FromLongLong(n)) || PyDict_SetItem(out, k_length, v) < 0) goto fail;
+    Py_CLEAR(v);
+    if (n <= max_bytes) {
+        if (!(v = hex_str(p, (Py_ssize_t)n)) || PyDict_SetItem(out, k_hex, v) < 0) goto fail;
+        Py_DECREF(v);
+        return out;
+    }
+    if (!(v = hex_str(p, prefix)) || PyDict_SetItem(out, k_prefix_hex, v) < 0) goto fail;
+    Py_CLEAR(v);
+    PyObject *data = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+    if (!data) goto fail;
+    PyObject *hash = PyObject_CallOneArg(sha256, data);
+    Py_DECREF(data);
+    if (!hash) goto fail;
+    v = PyObject_CallMethodNoArgs(hash, s_hexdigest);
+    Py_DECREF(hash);
+    if (!v || PyDict_SetItem(out, k_sha256, v) < 0) goto fail;
+    Py_DECREF(v);
+    return out;
+fail:
+    Py_XDECREF(v);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static int set_steal(PyObject *d, PyObject *k, PyObject *v) {
+    if (!v) return -1;
+    int rc = PyDict_SetItem(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* summarize_v2(payload, count, base_offset, base_ts, log_append_time, max_bytes, prefix, sha256) */
+static PyObject *summarize_v2(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) { PyErr_SetString(PyExc_TypeError, "summarize_v2 takes 8 arguments"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base_offset = PyLong_AsLongLong(args[2]), base_ts = PyLong_AsLongLong(args[3]);
+    int log_append = args[4] != Py_None;
+    long long append_ts = log_append ? PyLong_AsLongLong(args[4]) : 0;
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[5]), prefix = PyLong_AsSsize_t(args[6]);
+    PyObject *sha256 = args[7], *records = NULL;
+    if (PyErr_Occurred()) goto fail;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    if (count < 0 || count > n || prefix > max_bytes) goto irregular;
+    if (!(records = PyList_New(count))) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta, key_len, value_len, header_count;
+        if (read_zigzag(buf, n, &pos, &length) < 0 || length < 0 || length > n - pos) goto irregular;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        pos++; /* attributes */
+        if (read_zigzag(buf, end, &pos, &ts_delta) < 0 || read_zigzag(buf, end, &pos, &offset_delta) < 0 ||
+            read_zigzag(buf, end, &pos, &key_len) < 0 || key_len < -1 || key_len > end - pos) goto irregular;
+        const unsigned char *key = buf + pos;
+        if (key_len > 0) pos += (Py_ssize_t)key_len;
+        if (read_zigzag(buf, end, &pos, &value_len) < 0 || value_len < -1 || value_len > end - pos) goto irregular;
+        const unsigned char *value = buf + pos;
+        if (value_len > 0) pos += (Py_ssize_t)value_len;
+        if (read_zigzag(buf, end, &pos, &header_count) < 0 || header_count < 0 || header_count * 2 > end - pos)
+            goto irregular;
+        PyObject *record = PyDict_New();
+        if (!record) goto fail;
+        PyList_SET_ITEM(records, i, record);
+        long long timestamp = log_append ? append_ts : base_ts + ts_delta;
+        if (set_steal(record, k_offset, PyLong_FromLongLong(base_offset + offset_delta)) < 0 ||
+            set_steal(record, k_timestamp, PyLong_FromLongLong(timestamp)) < 0 ||
+            set_steal(record, k_key, bytes_summary(key, key_len, max_bytes, prefix, sha256)) < 0 ||
+            set_steal(record, k_value, bytes_summary(value, value_len, max_bytes, prefix, sha256)) < 0)
+            goto fail;
+        PyObject *headers = PyList_New(header_count);
+        if (set_steal(record, k_headers, headers) < 0) goto fail;
+        for (Py_ssize_t h = 0; h < header_count; h++) {
+            int64_t name_len, data_len;
+            if (read_zigzag(buf, end, &pos, &name_len) < 0 || name_len < 0 || name_len > end - pos) goto irregular;
+            PyObject *name = PyUnicode_DecodeUTF8((const char *)buf + pos, (Py_ssize_t)name_len, NULL);
+            if (!name) { PyErr_Clear(); goto irregular; }
+            pos += (Py_ssize_t)name_len;
+            PyObject *header = PyDict_New();
+            if (!header) { Py_DECREF(name); goto fail; }
+            PyList_SET_ITEM(headers, h, header);
+            if (set_steal(header, k_key, name) < 0) goto fail;
+            if (read_zigzag(buf, end, &pos, &data_len) < 0 || data_len < -1 || data_len > end - pos) goto irregular;
+            if (set_steal(header, k_value, bytes_summary(buf + pos, data_len, max_bytes, prefix, sha256)) < 0)
+                goto fail;
+            if (data_len > 0) pos += (Py_ssize_t)data_len;
+        }
+        if (pos != end) goto irregular;
+    }
+    if (pos != n) goto irregular;
+    PyBuffer_Release(&view);
+    return records;
+irregular:
+    Py_XDECREF(records);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(records);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_O, "configure(make_uuid): set the uuid constructor."},
     {"to_json", (PyCFunction)(void (*)(void))to_json, METH_FASTCALL,
      "to_json(obj, version, plans, build, special): Kafka's JSON shape of a generated struct."},
+    {"summarize_v2", (PyCFunction)(void (*)(void))summarize_v2, METH_FASTCALL,
+     "summarize_v2(payload, count, base_offset, base_ts, log_append_time, max_bytes, prefix, sha256): "
+     "record summaries of a canonical v2 records payload, or None."},
     {NULL},
 };
 
@@ -680,5 +838,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0) { Py_DECREF(m); return NULL; }
+    if (!(k_offset = PyUnicode_InternFromString("offset")) || !(k_timestamp = PyUnicode_InternFromString("timestamp")) ||
+        !(k_key = PyUnicode_InternFromString("key")) || !(k_value = PyUnicode_InternFromString("value")) ||
+        !(k_headers = PyUnicode_InternFromString("headers")) || !(k_length = PyUnicode_InternFromString("length")) ||
+        !(k_hex = PyUnicode_InternFromString("hex")) || !(k_prefix_hex = PyUnicode_InternFromString("prefixHex")) ||
+        !(k_sha256 = PyUnicode_InternFromString("sha256")) ||
+        !(s_hexdigest = PyUnicode_InternFromString("hexdigest"))) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -17,7 +17,7 @@ STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsG
 def register(subparsers: argparse._SubParsersAction) -> None:
     gateway = subparsers.add_parser("gateway", help="a Kafka proxy that keeps clients on itself (migration gateway)")
     gateway.add_argument("--upstream", type=host_port, required=True, help="bootstrap broker HOST:PORT")
-    gateway.add_argument("--listen", type=host_port, default=("127.0.0.1", 9192),
+    gateway.add_argument("--listen", type=host_port, default="127.0.0.1:9192",
                          help="bootstrap listener HOST:PORT (default: %(default)s)")
     gateway.add_argument("--broker-port-base", type=int,
                          help="listen for upstream broker N on BASE+N (default: free ports)")

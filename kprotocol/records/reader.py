@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -44,6 +45,9 @@ DEFAULT_MAX_RECORDS = 1 << 18
 # Continuation bytes after the payload send a varint read past its end to the general reader,
 # which reports the truncation.
 _PAD = b"\x80\x80\x80"
+# How a v2 batch's records are read: (payload, count, base_offset, base_timestamp, log_append_time or
+# None, base_sequence) -> the batch's records.
+RecordsReader = Callable[[bytes, int, int, int, "int | None", int], Sequence[Any]]
 
 
 def batch_extent(data: bytes, pos: int) -> int:
@@ -83,14 +87,15 @@ def read_batches(
 
 def read_batch(
     data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-    max_records: int = DEFAULT_MAX_RECORDS,
+    max_records: int = DEFAULT_MAX_RECORDS, read_records_v2: RecordsReader | None = None,
 ) -> RecordBatch:
     """The single batch starting at `pos`. A batch declaring more than `max_records` records is refused
-    before anything is decompressed, so memory stays bounded whatever a hostile batch inflates to."""
+    before anything is decompressed, so memory stays bounded whatever a hostile batch inflates to.
+    `read_records_v2` (the signature of `records_v2`) replaces how a v2 batch's records are read."""
     try:
         size = batch_extent(data, pos)
         if data[pos + MAGIC_OFFSET] == 2:
-            return _read_v2(data, pos, size, verify_crc, max_decompressed, max_records)
+            return _read_v2(data, pos, size, verify_crc, max_decompressed, max_records, read_records_v2 or records_v2)
         return _read_legacy(data, pos, size, verify_crc, max_decompressed)
     except DecodeError as exc:
         if exc.reason.startswith("batch at offset") or pos + 8 > len(data):
@@ -102,7 +107,7 @@ def read_batch(
 # ---------------------------------------------------------------- magic 2
 
 def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int,
-             max_records: int = DEFAULT_MAX_RECORDS) -> RecordBatch:
+             max_records: int, read_records: RecordsReader) -> RecordBatch:
     (base_offset, _, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_sequence, count) = V2_HEADER.unpack_from(data, pos)
     end = pos + size
@@ -126,7 +131,7 @@ def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int,
         raise InvalidLengthError(f"record count {count} does not fit in {len(payload)} bytes", pos + 57)
     log_append = bool(attributes & ATTR_LOG_APPEND_TIME)
     try:
-        records = _records_v2(payload, count, base_offset, base_ts, max_ts if log_append else None, base_sequence)
+        records = read_records(payload, count, base_offset, base_ts, max_ts if log_append else None, base_sequence)
     except DecodeError as exc:
         exc.offset = pos if codec or exc.offset is None else payload_start + exc.offset
         raise
@@ -137,7 +142,7 @@ def _read_v2(data: bytes, pos: int, size: int, verify_crc: bool, limit: int,
         producer_epoch=producer_epoch, base_sequence=base_sequence, count=count)
 
 
-def _records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
+def records_v2(payload: bytes, count: int, base_offset: int, base_ts: int,
                 log_append_time: int | None, base_sequence: int) -> tuple[Record, ...]:
     """Decode `count` records in one loop: one- and two-byte varints (nearly every length and
     delta) are decoded inline, longer ones by the general readers, which also report truncation."""

@@ -16,7 +16,8 @@ from typing import Any
 from kprotocol.errors import DecodeError
 from kprotocol.records.errors import ChecksumError
 from kprotocol.records.model import Record, RecordBatch
-from kprotocol.records.reader import DEFAULT_MAX_RECORDS, batch_extent, read_batch
+from kprotocol.records.reader import DEFAULT_MAX_RECORDS, RecordsReader, batch_extent, read_batch, records_v2
+from kprotocol.runtime.accel import _speedups
 
 MAX_BYTES = 64
 PREFIX = 16
@@ -36,7 +37,22 @@ def _record(record: Record, max_bytes: int) -> dict[str, Any]:
             "headers": [{"key": h.key, "value": _bytes(h.value, max_bytes)} for h in record.headers]}
 
 
+def _summaries_v2(max_bytes: int) -> RecordsReader:
+    """A v2 records reader whose records are their summaries (compiled when the payload is canonical)."""
+    def read(payload: bytes, count: int, base_offset: int, base_ts: int, log_append_time: int | None,
+             base_sequence: int) -> list[dict[str, Any]]:
+        if _speedups is not None:
+            fast = _speedups.summarize_v2(payload, count, base_offset, base_ts, log_append_time, max_bytes, PREFIX,
+                                          hashlib.sha256)
+            if fast is not None:
+                return fast
+        return [_record(r, max_bytes)
+                for r in records_v2(payload, count, base_offset, base_ts, log_append_time, base_sequence)]
+    return read
+
+
 def batch_summary(batch: RecordBatch, crc_valid: bool, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """The batch's header fields and its records' summaries (read with `_summaries_v2` for magic 2)."""
     return {"baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "magic": batch.magic,
             "crc": batch.crc, "crcValid": crc_valid, "attributes": batch.attributes,
             "compression": batch.compression.label, "isTransactional": batch.is_transactional,
@@ -45,19 +61,21 @@ def batch_summary(batch: RecordBatch, crc_valid: bool, max_bytes: int = MAX_BYTE
             "partitionLeaderEpoch": batch.partition_leader_epoch, "producerId": batch.producer_id,
             "producerEpoch": batch.producer_epoch, "baseSequence": batch.base_sequence,
             "recordCount": len(batch.records), "sizeInBytes": batch.size,
-            "records": [_record(r, max_bytes) for r in batch.records]}
+            "records": [r if isinstance(r, dict) else _record(r, max_bytes) for r in batch.records]}
 
 
 def records_summary(data: bytes, max_bytes: int = MAX_BYTES, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any]:
     batches: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
+    summaries = _summaries_v2(max_bytes)
     pos = 0
     while pos < len(data):
         try:
             try:
-                batch, crc_valid = read_batch(data, pos, max_records=max_records), True
+                batch, crc_valid = read_batch(data, pos, max_records=max_records, read_records_v2=summaries), True
             except ChecksumError:
-                batch, crc_valid = read_batch(data, pos, verify_crc=False, max_records=max_records), False
+                batch, crc_valid = read_batch(data, pos, verify_crc=False, max_records=max_records,
+                                              read_records_v2=summaries), False
         except DecodeError as exc:
             try:
                 size = batch_extent(data, pos)
