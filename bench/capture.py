@@ -6,7 +6,8 @@ Builds one capture of about `--size-mb` from the kept real captures in fixtures/
 Wireshark's own tools (`editcap -t` shifts each copy in time, `mergecap -a` concatenates, doubling
 until the size is reached), then runs, one after the other in this run:
 - tshark with the Kafka dissector on the capture's ports, `-T json` to /dev/null,
-- `kprotocol capture decode` (every exchange as a JSON line, records summarised) to /dev/null,
+- `kprotocol capture decode` (every exchange as a JSON line, records summarised) to /dev/null, in one
+  process and in one per core (up to 4; its default on large captures),
 and prints wall time, MB/s, packets/s, peak RSS of each (from wait4) and the ratio.
 """
 
@@ -105,16 +106,17 @@ def main() -> None:
             packets = sum(1 for _ in read_packets(stream))
         print(f"capture: {capture.name}, {size / 1e6:.0f} MB, {packets} packets, mix {'+'.join(mix)}")
         decode_as = [x for port in ports for x in ("-d", f"tcp.port=={port},kafka")]
-        runs = {
-            "tshark -T json": run([tool("tshark"), "-r", str(capture), *decode_as, "-T", "json"]),
-            "kprotocol capture decode": run([sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
-                                             "--ports", ",".join(map(str, ports))]),
-        }
+        runs = {"tshark -T json": run([tool("tshark"), "-r", str(capture), *decode_as, "-T", "json"])}
+        for jobs in sorted({1, min(os.cpu_count() or 1, 4)}):
+            runs[f"kprotocol capture decode -j {jobs}"] = run([
+                sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
+                "--ports", ",".join(map(str, ports)), "-j", str(jobs)])
         print(f"{'tool':<26} {'seconds':>8} {'MB/s':>8} {'packets/s':>10} {'peak RSS MB':>12}")
         for name, (seconds, rss) in runs.items():
             print(f"{name:<26} {seconds:8.1f} {size / 1e6 / seconds:8.1f} {packets / seconds:10.0f} {rss / 1e6:12.0f}")
-        (tshark, _), (ours, _) = runs.values()
-        print(f"kprotocol / tshark throughput: {tshark / ours:.1f}x")
+        (tshark, _), *ours = runs.values()
+        for name, (seconds, _) in list(runs.items())[1:]:
+            print(f"{name} / tshark throughput: {tshark / seconds:.1f}x")
     finally:
         if args.keep is None:
             shutil.rmtree(directory, ignore_errors=True)

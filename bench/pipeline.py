@@ -139,7 +139,7 @@ def captures(size_mb: int, split_bytes: int) -> None:
         mb = capture.stat().st_size / (1 << 20)
         start = time.perf_counter()
         with subprocess.Popen([sys.executable, "-m", "kprotocol", "capture", "decode", str(capture),
-                               "--ports", ports], stdout=subprocess.PIPE) as process:
+                               "--ports", ports, "-j", "1"], stdout=subprocess.PIPE) as process:
             exchanges = sum(1 for _ in process.stdout)  # type: ignore[union-attr]
         single = time.perf_counter() - start
         runs = {cores: spark(capture, cores, split_bytes, "captures", ports) for cores in (1, 2)}

@@ -254,3 +254,30 @@ def _tcp(sport: int, dport: int, number: int, payload: bytes) -> Packet:
     ip.len = len(bytes(ip))
     frame = dpkt.ethernet.Ethernet(src=b"\x00" * 6, dst=b"\x00" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
     return Packet(number + 1, 1.0 + number, 1, bytes(frame), len(bytes(frame)))
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 5])
+def test_parallel_decode_writes_what_one_process_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    """`capture decode -j N`: each process decodes its share of the connections; the lines, the problems and
+    the exit status equal a single process's, on the kept capture, a damaged copy (a block length of
+    2^32-1, a truncated end) and a copy started late (connections without their SYN)."""
+    if jobs == 5:
+        monkeypatch.setattr("kprotocol.capture.parallel.BLOCK", 300)  # connections written in many blocks
+    raw = PCAPNG.read_bytes()
+    damaged = bytearray(raw)
+    middle = damaged.index(b"\x06\x00\x00\x00", len(raw) // 2)
+    damaged[middle + 4:middle + 8] = b"\xff\xff\xff\xff"
+    (tmp_path / "damaged.pcapng").write_bytes(bytes(damaged[:-100]))
+    late = _write(_packets()[len(_packets()) // 3:])
+    (tmp_path / "late.pcap").write_bytes(late.getvalue())
+    for path in (PCAP, tmp_path / "damaged.pcapng", tmp_path / "late.pcap"):
+        outputs = []
+        for args in (["-j", "1"], ["-j", str(jobs)], ["-j", str(jobs), "--api", "Fetch", "-c", "7"]):
+            status = main(["capture", "decode", str(path), "--ports", str(PORT), *args])
+            captured = capsys.readouterr()
+            outputs.append((status, captured.out, sorted(captured.err.splitlines())))
+        assert outputs[0][1].count("\n") > 20
+        assert outputs[1] == outputs[0]
+        fetches = [line for line in outputs[0][1].splitlines() if '"apiName":"Fetch"' in line][:7]
+        assert outputs[2][1].splitlines() == fetches

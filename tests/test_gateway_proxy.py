@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -82,12 +84,33 @@ def test_clients_stay_on_the_gateway(gateway: RunningGateway, kafka_broker: Kafk
     assert coordinator is not None
 
 
-def test_garbage_closes_only_its_own_connection(gateway: RunningGateway) -> None:
+def _request(api_key: int, api_version: int, body: bytes = b"") -> bytes:
+    payload = struct.pack(">hhi", api_key, api_version, 7) + struct.pack(">h", 1) + b"c" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("bad, then_close_writes, logged", [
+    (b"\xff\xff\xff\xff garbage", False, "frame size -1 is outside"),
+    (struct.pack(">i", 200 * 1024 * 1024) + b"x" * 64, False, "frame size 209715200 is outside"),  # oversize
+    (struct.pack(">i", 3) + b"abc", False, "frame size 3 is outside"),
+    (struct.pack(">i", 100) + b"\x00\x03\x00\x0c", True, "connection closed inside a 100-byte frame"),
+    (_request(3, 99), False, "upstream closed before answering api 3 v99"),           # a version nobody has: upstream hangs up
+    (_request(11, 42, b"\x00" * 40), False, "before answering api 11 v42"),
+])
+def test_bad_input_closes_only_its_own_connection(gateway: RunningGateway, caplog: pytest.LogCaptureFixture,
+                                                  bad: bytes, then_close_writes: bool, logged: str) -> None:
+    caplog.set_level(logging.WARNING, logger="kprotocol.gateway")
     good = Connection("127.0.0.1", gateway.gateway.port)
-    with socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout=10) as bad:
-        bad.sendall(b"\xff\xff\xff\xff garbage")
-        assert bad.recv(10) == b""  # closed by the gateway
-    metadata = good.send(message_class("MetadataRequest")(topics=[]))
+    with socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout=10) as conn:
+        conn.sendall(bad)
+        if then_close_writes:
+            conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(10) == b""  # closed by the gateway
+    deadline = time.monotonic() + 5
+    while not any(logged in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any(logged in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    metadata = good.send(message_class("MetadataRequest")(topics=[]))  # the other connection carries on
     assert [b.port for b in metadata.brokers] == list(gateway.gateway.brokers.local_port.values())
     good.close()
 

@@ -282,9 +282,17 @@ class Session:
                     self.writer.close()  # the client reconnects and retries
                     return
             else:
-                frame = await read_frame(upstream, 2**31 - 1, min_frame=4)
-                if frame is None:
-                    raise ConnectionError("upstream closed the connection")
+                try:
+                    frame = await read_frame(upstream, 2**31 - 1, min_frame=4)
+                except FrameError as exc:
+                    frame, why = None, str(exc)
+                else:
+                    why = "closed"
+                if frame is None:  # e.g. a version the upstream does not have: it hangs up, so does the gateway
+                    log.warning("client %s: closing connection: upstream %s before answering api %d v%d",
+                                self.peer, why, slot.api_key, slot.api_version)
+                    self.writer.close()
+                    return
                 if slot.api_key in REWRITTEN:
                     frame = await gateway.rewrite(slot.api_key, slot.api_version, frame)
             self.writer.write(frame)

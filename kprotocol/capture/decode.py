@@ -59,6 +59,7 @@ class _Pending:
     closed_at: int | None = None  # the packet that closed it
     finished: bool = False
     rejected: bool = False  # with detection: its first exchange was not Kafka
+    skipped: bool = False  # decoded by another process of a parallel decode (`share`)
 
     def hold(self, exchanges: list[Exchange]) -> None:
         self.held += exchanges
@@ -85,19 +86,31 @@ class _Pending:
 
 
 class CaptureDecode:
-    """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes."""
+    """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes.
+
+    `share=(k, n)` decodes only the connections `owner` gives process k of n reading the same capture;
+    the packet-level problems are process 0's."""
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO | Iterable[TcpSegment | SegmentProblem],
-                 ports: Iterable[int] = DEFAULT_PORTS, detect: bool = False) -> None:
+                 ports: Iterable[int] = DEFAULT_PORTS, detect: bool = False, share: tuple[int, int] = (0, 1)) -> None:
+        if detect and share[1] > 1:
+            raise ValueError("detection decides connections by their content: it cannot be shared")
         self.source = source
         self.ports = frozenset(ports)
         self.detect = detect
+        self.share = share
         self.orphans: list[Orphan] = []
         self.problems: list[Problem] = []
         self.packets = 0
         self.connections = 0
 
     def __iter__(self) -> Iterator[Exchange]:
+        for exchange in self.marked():
+            if exchange is not None:
+                yield exchange
+
+    def marked(self) -> Iterator[Exchange | None]:
+        """The exchanges with a None after the last exchange of each connection this process decodes."""
         if isinstance(self.source, (str, os.PathLike)):
             with open(self.source, "rb", buffering=1 << 20) as stream:
                 yield from self._decode(tcp_segments(self._packets(stream)))
@@ -106,14 +119,15 @@ class CaptureDecode:
         else:
             yield from self._decode(self.source)  # type: ignore[arg-type]
 
-    def _decode(self, items: Iterable[TcpSegment | SegmentProblem]) -> Iterator[Exchange]:
+    def _decode(self, items: Iterable[TcpSegment | SegmentProblem]) -> Iterator[Exchange | None]:
         table: dict[Key, _Pending] = {}     # both orientations of each open connection's key
         ended: set[Key] = set()
         line: deque[_Pending] = deque()     # connections in first-packet order
         closing: deque[_Pending] = deque()  # closed (FIN both ways, or RST), finished a little later
         for item in items:
             if isinstance(item, SegmentProblem):
-                self.problems.append(PacketProblem(item.number, item.message))
+                if self.share[0] == 0:
+                    self.problems.append(PacketProblem(item.number, item.message))
                 continue
             key = (item.src, item.sport, item.dst, item.dport)
             pending = table.get(key)
@@ -128,7 +142,9 @@ class CaptureDecode:
                     continue
                 table[key] = table[(item.dst, item.dport, item.src, item.sport)] = pending
                 line.append(pending)
-            if not pending.rejected:
+            if pending.skipped:
+                pending.connection.track_close(item)
+            elif not pending.rejected:
                 self._collect(pending, pending.connection.segment(item))
             if pending.connection.closed and pending.closed_at is None:
                 pending.closed_at = item.number
@@ -150,7 +166,7 @@ class CaptureDecode:
         if not pending.finished:
             pending.finished = True
             pending.connection.closed = True
-            if not pending.rejected:
+            if not pending.rejected and not pending.skipped:
                 self._collect(pending, pending.connection.finish())
 
     def _packets(self, stream: BinaryIO) -> Iterator[Any]:
@@ -161,7 +177,8 @@ class CaptureDecode:
                 yield packet
         except CaptureError as exc:
             damage.append(exc)
-        self.problems += (PacketProblem(None, str(exc), exc.offset) for exc in damage)
+        if self.share[0] == 0:
+            self.problems += (PacketProblem(None, str(exc), exc.offset) for exc in damage)
 
     def _open(self, segment: TcpSegment) -> _Pending | None:
         syn = _opens(segment)
@@ -177,7 +194,8 @@ class CaptureDecode:
             return None
         self.connections += 1
         pending = _Pending(Connection(client, server, segment.number, synced=bool(segment.flags & FLAG_SYN)))
-        pending.confirmed = server[1] in self.ports
+        pending.skipped = owner(self.connections - 1, self.share[1]) != self.share[0]
+        pending.confirmed = server[1] in self.ports and not pending.skipped
         return pending
 
     def _collect(self, pending: _Pending, exchanges: list[Exchange]) -> None:
@@ -192,7 +210,7 @@ class CaptureDecode:
                 return
         pending.hold(exchanges)
 
-    def _flush(self, line: deque[_Pending]) -> Iterator[Exchange]:
+    def _flush(self, line: deque[_Pending]) -> Iterator[Exchange | None]:
         while line:
             head = line[0]
             if head.confirmed:
@@ -203,6 +221,14 @@ class CaptureDecode:
             if head.confirmed:
                 self.orphans += head.connection.orphans
                 self.problems += head.connection.problems
+            if not head.skipped:
+                yield None
+
+
+def owner(connection: int, processes: int) -> int:
+    """Which of `processes` decodes the connection with this index (first-packet order): scattered, so
+    that captures repeating a pattern of connections (a big one every k-th) still spread evenly."""
+    return ((connection * 0x9E3779B1) & 0xFFFFFFFF) * processes >> 32
 
 
 def _opens(segment: TcpSegment) -> bool:

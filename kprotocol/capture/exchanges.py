@@ -282,12 +282,16 @@ class Connection:
             for event in self.down.segment(segment):
                 self._response_events(self.responses.chunk(event) if isinstance(event, StreamChunk)
                                       else self._gap("response", self.responses, event))
+        self.track_close(segment)
+        return self._ready()
+
+    def track_close(self, segment: TcpSegment) -> None:
+        """Closed after a RST, or a FIN each way (all a parallel decoder's other processes follow)."""
         if segment.flags & FLAG_RST:
             self.closed = True
         elif segment.flags & FLAG_FIN:
             self.fins += 1
             self.closed = self.fins >= 2
-        return self._ready()
 
     def stream_bytes(self, from_client: bool, offset: int, data: bytes) -> list[Exchange]:
         """Feed bytes of one direction's stream directly (no TCP underneath: recorded byte streams)."""
