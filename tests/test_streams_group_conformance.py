@@ -3,6 +3,7 @@ field by field, and the records each writes compared record by record."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -183,3 +184,22 @@ def test_standbys_and_endpoints(kafka_broker) -> None:
     same(*t.describe())
     same(*t.heartbeat("m1", endpoint_information_epoch=0))
     check_records(t)
+
+
+def test_group_max_size() -> None:
+    """A broker of its own with `group.streams.max.size=1`: a second member is refused, the member
+    already in the group may rejoin at epoch 0, and once it has left the other one gets in."""
+    from kprotocol.toolchain import KafkaBroker
+
+    with KafkaBroker.start(config={"group.streams.max.size": "1"}) as broker:
+        t, group, source = twin(broker)
+        t.coordinator.config = dataclasses.replace(t.coordinator.config, max_size=1)
+        topo = topology(0, [{"id": "0", "sources": [source]}])
+        same(*t.heartbeat("m1", 0, topology=topo))
+        same(*t.heartbeat("m2", 0, topology=topo))   # GROUP_MAX_SIZE_REACHED
+        same(*t.heartbeat("m1", 0, topology=topo))   # a known member rejoining
+        same(*t.heartbeat("m1", -1))                  # the last member out: an empty target at the new epoch
+        same(*t.describe())
+        same(*t.heartbeat("m2", 0, topology=topo))
+        same(*t.describe())
+        check_records(t)

@@ -164,7 +164,7 @@ class StreamsGroupCoordinator:
         if api_key == OFFSET_FETCH:
             return self._offset_fetch(request, version), []
         if api_key == LEAVE_GROUP:
-            return self._leave_group(request, version)
+            return self._leave_group(request, version, now_ms)
         raise ValueError(f"the streams-group coordinator does not handle api key {api_key}")
 
     def poll(self, now_ms: int) -> tuple[list[CoordinatorRecord], int | None]:
@@ -177,13 +177,13 @@ class StreamsGroupCoordinator:
             for _, member_id in expired:
                 group.session_deadlines.pop(member_id, None)
                 if member_id in group.members:
-                    out += self._apply(group, self._fence(group, member_id))
+                    out += self._apply(group, self._fence(group, member_id, now_ms))
             for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
                 member = group.members.get(member_id)
                 if deadline <= now_ms:
                     del group.rebalance_deadlines[member_id]
                     if member is not None and member.member_epoch == epoch and member.state == UNREVOKED_TASKS:
-                        out += self._apply(group, self._fence(group, member_id))
+                        out += self._apply(group, self._fence(group, member_id, now_ms))
             if group.pending_assignment_at is not None and group.pending_assignment_at <= now_ms:
                 group.pending_assignment_at = None
                 if group.members and group.epoch > group.assignment_epoch:
@@ -213,12 +213,12 @@ class StreamsGroupCoordinator:
         try:
             _validate_heartbeat(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(req, response_cls)
+                return self._leave(req, response_cls, now)
             return self._member_heartbeat(header, req, response_cls, version, now, client_host)
         except CoordinatorError as exc:
             return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
 
-    def _leave(self, req: Message, response_cls: Any) -> tuple[Message, list[CoordinatorRecord]]:
+    def _leave(self, req: Message, response_cls: Any, now: int) -> tuple[Message, list[CoordinatorRecord]]:
         group = self.group(req.group_id)
         if group is None:
             raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
@@ -227,7 +227,7 @@ class StreamsGroupCoordinator:
         response = response_cls(member_id=req.member_id, member_epoch=req.member_epoch, status=[])
         if req.instance_id is None:
             _member_or_throw(group, req.member_id)
-            return response, self._apply(group, self._fence(group, req.member_id))
+            return response, self._apply(group, self._fence(group, req.member_id, now))
         member = _static_member_or_throw(group, req.instance_id, req.member_id)
         if req.member_epoch == STATIC_LEAVE_EPOCH:
             zeroed = {s: dict.fromkeys(ps, 0) for s, ps in member.assigned.active.items()}
@@ -236,7 +236,7 @@ class StreamsGroupCoordinator:
             group.session_deadlines.pop(member.member_id, None)
             group.rebalance_deadlines.pop(member.member_id, None)
             return response, self._apply(group, [rec.current_assignment(group.group_id, left)])
-        return response, self._apply(group, self._fence(group, member.member_id))
+        return response, self._apply(group, self._fence(group, member.member_id, now))
 
     def _member_heartbeat(self, header: Message, req: Message, response_cls: Any, version: int, now: int,
                           client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
@@ -247,7 +247,7 @@ class StreamsGroupCoordinator:
             group = self.groups.get(group_id)
             if group is None or not group.exists:
                 group = self.groups[group_id] = StreamsGroup(group_id)
-            if len(group.members) >= cfg.max_size:
+            if req.member_id not in group.members and len(group.members) >= cfg.max_size:  # rejoining: not counted
                 raise CoordinatorError(GROUP_MAX_SIZE_REACHED, "The streams group has reached its maximum "
                                                                f"capacity of {cfg.max_size} members.")
         else:
@@ -511,15 +511,20 @@ class StreamsGroupCoordinator:
 
     # --- leaving and fencing ------------------------------------------------------------------
 
-    def _fence(self, group: StreamsGroup, member_id: str) -> list[CoordinatorRecord]:
+    def _fence(self, group: StreamsGroup, member_id: str, now: int) -> list[CoordinatorRecord]:
+        """The member's removal and the group epoch bump; the last member out also moves the (now empty)
+        target assignment to that epoch, as Kafka does."""
         group.session_deadlines.pop(member_id, None)
         group.rebalance_deadlines.pop(member_id, None)
         group.task_offsets.pop(member_id, None)
         group.task_end_offsets.pop(member_id, None)
         group.caught_up.pop(member_id, None)
-        return rec.remove_member(group.group_id, member_id) + [rec.group_metadata(
+        records = rec.remove_member(group.group_id, member_id) + [rec.group_metadata(
             group.group_id, group.epoch + 1, group.metadata_hash, group.validated_topology_epoch,
             group.last_assignment_configs)]
+        if set(group.members) == {member_id}:
+            records.append(rec.target_metadata(group.group_id, group.epoch + 1, now))
+        return records
 
     def _apply(self, group: StreamsGroup, records: list[CoordinatorRecord]) -> list[CoordinatorRecord]:
         for record in records:
@@ -671,7 +676,7 @@ class StreamsGroupCoordinator:
 
     # --- LeaveGroup -----------------------------------------------------------------------------
 
-    def _leave_group(self, req: Message, version: int) -> tuple[Message, list[CoordinatorRecord]]:
+    def _leave_group(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
         _, response_cls = api_classes(LEAVE_GROUP)
         group = self.group(req.group_id)
         if group is None:
@@ -686,7 +691,7 @@ class StreamsGroupCoordinator:
                 member_id = group.static_members.get(instance_id, member_id)
             error = 0 if member_id in group.members else UNKNOWN_MEMBER_ID
             if error == 0:
-                records += self._apply(group, self._fence(group, member_id))
+                records += self._apply(group, self._fence(group, member_id, now))
             if identity is not None:
                 answers.append(response_cls.MemberResponse(member_id=identity.member_id, group_instance_id=instance_id,
                                                            error_code=error))
