@@ -189,7 +189,7 @@ def main() -> None:
     best = {name: {k: (max(v) if "MB/s" in k else min(v)) for k, v in figures.items()}
             for name, figures in results.items()}
     for name, samples in converged.items():
-        best[name][f"classic group of 6: convergence s, median of {len(samples)}"] = statistics.median(samples)
+        best[name][f"classic group of 6: convergence (median of {len(samples)}) s"] = statistics.median(samples)
     print(f"\n{args.records:,} records of {args.record_size} B, best of {args.rounds} alternating rounds\n")
     print("| figure | direct | gateway | gateway / direct |\n|---|---|---|---|")
     for key in best["direct"]:
