@@ -3,8 +3,9 @@
 Every process reads the whole file (reading packets is the cheap part) and decodes its share of the
 connections (`CaptureDecode(share=(k, n))`, connection i going to process `owner(i, n)`). Each writes
 its lines in length-prefixed blocks, an empty block after each of its connections, to a file of its
-own that the parent reads as it grows, taking connection i's blocks from process `owner(i, n)`: the output equals a single process's, no process ever
-waits for the parent, and memory stays that of one decoder per process. Needs fork (Linux, macOS);
+own that the parent reads as it grows, taking connection i's blocks from that process: the output
+equals a single process's, no process ever waits for the parent, and memory stays that of one
+decoder per process. Needs fork (Linux, macOS);
 the orphans and problems come back at the end.
 """
 
@@ -81,7 +82,8 @@ class _Child:
     output: Path
     result: Path
     stream: BinaryIO | None = None
-    buffer: bytes = b""  # read from the file, not yet taken
+    buffer: bytes = b""  # read from the file; taken up to `at`
+    at: int = 0
     done: bool = False
     exited: bool = False
 
@@ -107,18 +109,18 @@ class _Child:
         """The next n bytes of the file, waiting for the process to write them; None at its end."""
         if self.stream is None:
             self.stream = self.output.open("rb")
-        while len(self.buffer) < n:
-            chunk = self.stream.read(max(CHUNK, n - len(self.buffer)))
+        while len(self.buffer) - self.at < n:
+            chunk = self.stream.read(max(CHUNK, n - len(self.buffer) + self.at))
             if chunk:
-                self.buffer += chunk
+                self.buffer, self.at = self.buffer[self.at:] + chunk, 0  # copied once per chunk, not per take
             elif self.exited:
                 self._check_result()
                 self.done = True
                 return None
             else:
                 self._poll()
-        taken, self.buffer = self.buffer[:n], self.buffer[n:]
-        return taken
+        self.at += n
+        return self.buffer[self.at - n:self.at]
 
     def _poll(self) -> None:
         pid, status = os.waitpid(self.pid, os.WNOHANG)

@@ -522,7 +522,7 @@ class StreamsGroupCoordinator:
         records = rec.remove_member(group.group_id, member_id) + [rec.group_metadata(
             group.group_id, group.epoch + 1, group.metadata_hash, group.validated_topology_epoch,
             group.last_assignment_configs)]
-        if set(group.members) == {member_id}:
+        if group.members.keys() == {member_id}:
             records.append(rec.target_metadata(group.group_id, group.epoch + 1, now))
         return records
 
