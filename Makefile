@@ -10,7 +10,7 @@ FAMILY  ?= records
 SECONDS ?= 60
 ASAN    := build/asan
 
-$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c
+$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -43,7 +43,7 @@ fuzz: $(STAMP)
 
 # The same with the C extension built with AddressSanitizer (a copy of the package under build/asan).
 fuzz-asan: $(STAMP)
-	rm -rf $(ASAN) && mkdir -p $(ASAN) && cp -r kprotocol compat $(ASAN)/ && rm -f $(ASAN)/kprotocol/_speedups*.so
+	rm -rf $(ASAN) && mkdir -p $(ASAN) && cp -r kprotocol compat $(ASAN)/ && rm -f $(ASAN)/kprotocol/_speedups*.so $(ASAN)/kprotocol/capture/_walk*.so
 	cd $(ASAN) && CFLAGS="-fsanitize=address -fno-omit-frame-pointer -O1 -g" LDFLAGS="-fsanitize=address" \
 		$(CURDIR)/$(BIN)/python $(CURDIR)/setup.py -q build_ext --inplace
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \

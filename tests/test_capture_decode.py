@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import random
 import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -281,3 +282,17 @@ def test_parallel_decode_writes_what_one_process_writes(tmp_path: Path, capsys: 
         assert outputs[1] == outputs[0]
         fetches = [line for line in outputs[0][1].splitlines() if '"apiName":"Fetch"' in line][:7]
         assert outputs[2][1].splitlines() == fetches
+
+
+def test_parallel_decode_to_a_file_and_a_pipe(tmp_path: Path) -> None:
+    """With a real standard output, `-j N` hands the processes' blocks to the kernel (sendfile) to a file
+    or a pipe: the bytes equal a single process's."""
+    command = [sys.executable, "-m", "kprotocol", "capture", "decode", str(PCAPNG), "--ports", str(PORT)]
+    single, parallel = tmp_path / "single.jsonl", tmp_path / "parallel.jsonl"
+    with single.open("wb") as out:
+        subprocess.run([*command, "-j", "1"], stdout=out, check=True)
+    with parallel.open("wb") as out:
+        subprocess.run([*command, "-j", "3"], stdout=out, check=True)
+    piped = subprocess.run([*command, "-j", "2"], stdout=subprocess.PIPE, check=True).stdout
+    assert single.read_bytes().count(b"\n") > 100
+    assert parallel.read_bytes() == single.read_bytes() == piped

@@ -138,7 +138,12 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             outcome = Outcome()
             out.flush()
             blocks = decode_blocks(file, args.ports, jobs, line_bytes, outcome)
-            for block in blocks:
+            sink = _fileno(out) if args.count is None else None
+            for span in blocks:
+                if sink is not None:
+                    span.send(sink)
+                    continue
+                block = span.read()
                 if args.count is not None and written + block.count(b"\n") >= args.count:
                     cut = -1
                     for _ in range(args.count - written):
@@ -160,6 +165,16 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return status
         status |= _report(file, capture, err)
     return status
+
+
+def _fileno(out: TextIO) -> int | None:
+    """The file descriptor behind `out` (flushed), for writing to it directly; None if it has none."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # e.g. an io.StringIO
+        return None
+    out.flush()
+    return fd
 
 
 def _write_bytes(out: TextIO, data: bytes) -> None:

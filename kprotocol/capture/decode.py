@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
 from kprotocol.capture.exchanges import Connection, Exchange, Orphan, StreamProblem
-from kprotocol.capture.files import CaptureError, read_packets
-from kprotocol.capture.segments import FLAG_SYN, SegmentProblem, TcpSegment, tcp_segments
+from kprotocol.capture.files import CaptureError
+from kprotocol.capture.segments import FLAG_SYN, SegmentProblem, TcpSegment
+from kprotocol.capture.walk import Walk
 
 DEFAULT_PORTS = (9092,)
 SPILL_AFTER = 512
@@ -113,9 +114,9 @@ class CaptureDecode:
         """The exchanges with a None after the last exchange of each connection this process decodes."""
         if isinstance(self.source, (str, os.PathLike)):
             with open(self.source, "rb", buffering=1 << 20) as stream:
-                yield from self._decode(tcp_segments(self._packets(stream)))
+                yield from self._decode(self._segments(stream))
         elif hasattr(self.source, "read"):
-            yield from self._decode(tcp_segments(self._packets(self.source)))  # type: ignore[arg-type]
+            yield from self._decode(self._segments(self.source))  # type: ignore[arg-type]
         else:
             yield from self._decode(self.source)  # type: ignore[arg-type]
 
@@ -169,14 +170,15 @@ class CaptureDecode:
             if not pending.rejected and not pending.skipped:
                 self._collect(pending, pending.connection.finish())
 
-    def _packets(self, stream: BinaryIO) -> Iterator[Any]:
+    def _segments(self, stream: BinaryIO) -> Iterator[TcpSegment | SegmentProblem]:
         damage: list[CaptureError] = []
+        walk = None
         try:
-            for packet in read_packets(stream, damage):
-                self.packets += 1
-                yield packet
+            walk = Walk(stream, damage)
+            yield from walk
         except CaptureError as exc:
             damage.append(exc)
+        self.packets = walk.packets if walk is not None else 0
         if self.share[0] == 0:
             self.problems += (PacketProblem(None, str(exc), exc.offset) for exc in damage)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from kprotocol.errors import DecodeError
@@ -68,15 +68,62 @@ class Split:
     interfaces: tuple[tuple[int, float], ...] = ()
 
 
+@dataclass(slots=True)
+class Position:
+    """Where a reader is: the offset of the next block or record, the packets numbered before it, the
+    pcapng byte order and interfaces in effect there, the last pcap timestamp (to judge resyncs)."""
+
+    offset: int
+    number: int = 0
+    order: str = "<"
+    interfaces: list[tuple[int, float]] = field(default_factory=list)
+    last_time: int | None = None
+    pending: bytes = b""  # bytes at `offset` already read from the stream (a pcapng's magic)
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """What a capture's first bytes say: pcap (its byte order, time unit, link type and largest
+    packet) or pcapng (`pcap` False)."""
+
+    pcap: bool
+    order: str = "<"
+    unit: float = 1e-6
+    link_type: int = 0
+    limit: int = MAX_BLOCK
+
+
 def read_packets(stream: BinaryIO, problems: list[CaptureError] | None = None,
                  split: Split | None = None) -> Iterator[Packet]:
     """Every packet of a pcap or pcapng stream, or of one `split` of it (see `plan_splits`); see the
     module docstring for `problems`."""
+    kind, at = open_capture(stream, split)
+    yield from packets_from(stream, kind, at, None if split is None else split.end, problems)
+
+
+def open_capture(stream: BinaryIO, split: Split | None = None) -> tuple[Format, Position]:
+    """Read a capture's header: its format, and the position of its first packet (or of `split`)."""
     magic = _magic(stream)
     if magic in PCAP_MAGIC:
-        yield from _pcap(stream, magic, problems, split)
+        order, unit = PCAP_MAGIC[magic]
+        header = _read(stream, 20, 4, "pcap file header")
+        _, _, _, _, snaplen, link_type = struct.unpack(order + "HHiIII", header)
+        limit = min(max(snaplen, MAX_PACKET), MAX_BLOCK)  # tools write packets past a small snaplen
+        kind, at = Format(True, order, unit, link_type & 0x0FFFFFFF, limit), Position(24)
     else:
-        yield from _pcapng(stream, magic, problems, split)
+        kind, at = Format(False), Position(0, pending=magic)
+    if split is not None:
+        at = Position(split.offset, split.number, split.order, [*split.interfaces])
+        stream.seek(at.offset)
+    return kind, at
+
+
+def packets_from(stream: BinaryIO, kind: Format, at: Position, end: int | None,
+                 problems: list[CaptureError] | None) -> Iterator[Packet]:
+    """The packets from `at` (moved along as they are read) up to offset `end` (None: the end)."""
+    if kind.pcap:
+        return _pcap(stream, kind, at, end, problems)
+    return _pcapng(stream, at, end, problems)
 
 
 def _magic(stream: BinaryIO) -> bytes:
@@ -151,36 +198,30 @@ def _resume(stream: BinaryIO, problems: list[CaptureError] | None, error: Captur
     return True
 
 
-def _pcap(stream: BinaryIO, magic: bytes, problems: list[CaptureError] | None,
-          split: Split | None) -> Iterator[Packet]:
-    order, unit = PCAP_MAGIC[magic]
-    header = _read(stream, 20, 4, "pcap file header")
-    _, _, _, _, snaplen, link_type = struct.unpack(order + "HHiIII", header)
-    record = struct.Struct(order + "IIII")
-    limit = min(max(snaplen, MAX_PACKET), MAX_BLOCK)  # tools write packets past a small snaplen
-    offset, number, last_time, end = 24, 0, None, None
-    if split is not None:
-        offset, number, end = split.offset, split.number, split.end
-        stream.seek(offset)
-    while (end is None or offset < end) and (head := stream.read(16)):
+def _pcap(stream: BinaryIO, kind: Format, at: Position, end: int | None,
+          problems: list[CaptureError] | None) -> Iterator[Packet]:
+    record = struct.Struct(kind.order + "IIII")
+    while (end is None or at.offset < end) and (head := stream.read(16)):
+        offset = at.offset
         try:
             if len(head) < 16:
                 raise CaptureError(f"capture ends inside a packet header: {len(head)} of 16 bytes", offset, "packet")
             seconds, fraction, captured, original = record.unpack(head)
-            if captured > limit:
-                raise CaptureError(f"packet length {captured} exceeds {limit} bytes", offset, "packet")
+            if captured > kind.limit:
+                raise CaptureError(f"packet length {captured} exceeds {kind.limit} bytes", offset, "packet")
             data = _read(stream, captured, offset + 16, "packet data")
         except CaptureError as error:
             _resume(stream, problems, error)
-            found = _next_record(stream, offset + 1, record, limit, last_time)
+            found = _next_record(stream, offset + 1, record, kind.limit, at.last_time)
             if found is None:
+                at.offset = 1 << 62  # nothing plausible follows: past any end
                 return
-            offset = found
+            at.offset = found
             continue
-        number += 1
-        last_time = seconds
-        yield Packet(number, seconds + fraction * unit, link_type & 0x0FFFFFFF, data, original)
-        offset += 16 + captured
+        at.number += 1
+        at.last_time = seconds
+        at.offset = offset + 16 + captured
+        yield Packet(at.number, seconds + fraction * kind.unit, kind.link_type, data, original)
 
 
 def _next_record(stream: BinaryIO, start: int, record: struct.Struct, limit: int,
@@ -204,35 +245,25 @@ def _next_record(stream: BinaryIO, start: int, record: struct.Struct, limit: int
     return None
 
 
-def _pcapng(stream: BinaryIO, first: bytes, problems: list[CaptureError] | None,
-            split: Split | None) -> Iterator[Packet]:
-    offset, number, end = 0, 0, None
-    order = "<"
-    interfaces: list[tuple[int, float]] = []  # (link type, seconds per timestamp unit), per section
-    block_type_raw = first
-    if split is not None:
-        offset, number, end, order, interfaces = split.offset, split.number, split.end, split.order, [
-            *split.interfaces]
-        stream.seek(offset)
-        block_type_raw = stream.read(4)
-    while block_type_raw and (end is None or offset < end):
+def _pcapng(stream: BinaryIO, at: Position, end: int | None,
+            problems: list[CaptureError] | None) -> Iterator[Packet]:
+    while (end is None or at.offset < end) and (block_type_raw := at.pending or stream.read(4)):
+        offset, at.pending = at.offset, b""
         try:
-            block = _pcapng_block(stream, block_type_raw, offset, order, interfaces)
+            length, at.order, packet = _pcapng_block(stream, block_type_raw, offset, at.order, at.interfaces)
         except CaptureError as error:
             _resume(stream, problems, error)
-            found = _next_block(stream, offset + 4, order)
+            found = _next_block(stream, offset + 4, at.order)
             if found is None:
+                at.offset = 1 << 62  # nothing plausible follows: past any end
                 return
-            offset = found
-            block_type_raw = stream.read(4)
+            at.offset = found
             continue
-        length, order, packet = block
+        at.offset = offset + length
         if packet is not None:
             link_type, time, data, original = packet
-            number += 1
-            yield Packet(number, time, link_type, data, original)
-        offset += length
-        block_type_raw = stream.read(4)
+            at.number += 1
+            yield Packet(at.number, time, link_type, data, original)
 
 
 def _next_block(stream: BinaryIO, start: int, order: str) -> int | None:

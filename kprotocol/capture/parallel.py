@@ -32,6 +32,41 @@ CHUNK = 1 << 20
 SIZE = struct.Struct(">I")
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """`length` bytes at `offset` of an open file: a block of whole JSON lines."""
+
+    fd: int
+    offset: int
+    length: int
+
+    def read(self) -> bytes:
+        return _pread(self.fd, self.length, self.offset)
+
+    def send(self, out: int) -> None:
+        """Write the block to file descriptor `out` (in the kernel where the system allows)."""
+        offset, end = self.offset, self.offset + self.length
+        try:
+            while offset < end:
+                offset += os.sendfile(out, self.fd, offset, end - offset)
+        except OSError:  # sendfile cannot write there (e.g. not Linux): copy what is left
+            data = _pread(self.fd, end - offset, offset)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    parts = []
+    while size > 0:
+        part = os.pread(fd, min(size, CHUNK << 4), offset)
+        if not part:
+            raise RuntimeError("a decoding process's file is shorter than its blocks")
+        parts.append(part)
+        offset, size = offset + len(part), size - len(part)
+    return b"".join(parts)
+
+
 @dataclass
 class Outcome:
     """What `CaptureDecode` reports besides exchanges, gathered from every process."""
@@ -43,9 +78,10 @@ class Outcome:
 
 
 def decode_blocks(path: str | os.PathLike[str], ports: tuple[int, ...], jobs: int,
-                  line: Callable[[Exchange], bytes | None], outcome: Outcome) -> Iterator[bytes]:
+                  line: Callable[[Exchange], bytes | None], outcome: Outcome) -> Iterator[Span]:
     """The lines `line(exchange)` gives for every exchange of the capture (None: left out), decoded
-    by `jobs` processes, in blocks of whole lines; `outcome` is filled in once they are exhausted."""
+    by `jobs` processes, in spans of whole lines, each readable until the next is taken; `outcome` is
+    filled in once they are exhausted."""
     directory = Path(tempfile.mkdtemp(prefix="kprotocol-capture-"))
     children: list[_Child] = []
     try:
@@ -76,14 +112,14 @@ def decode_blocks(path: str | os.PathLike[str], ports: tuple[int, ...], jobs: in
 
 @dataclass
 class _Child:
-    """One decoding process and the file of lines it writes."""
+    """One decoding process and the file of blocks it writes."""
 
     pid: int
     output: Path
     result: Path
-    stream: BinaryIO | None = None
-    buffer: bytes = b""  # read from the file; taken up to `at`
-    at: int = 0
+    fd: int | None = None
+    at: int = 0  # the offset of the next block's length
+    size: int = 0  # of the file, when last looked at
     done: bool = False
     exited: bool = False
 
@@ -97,39 +133,42 @@ class _Child:
             _run(path, ports, share, line, output, result)  # never returns
         return cls(pid, output, result)
 
-    def connection(self) -> Iterator[bytes]:
+    def connection(self) -> Iterator[Span]:
         """The blocks of the next connection (none once the process has written everything)."""
-        while (size := self._take(SIZE.size)) is not None and (length := SIZE.unpack(size)[0]):
-            block = self._take(length)
-            if block is None:
+        while self._wait(SIZE.size) and (length := SIZE.unpack(_pread(self.fd, SIZE.size, self.at))[0]):  # type: ignore[arg-type]
+            if not self._wait(SIZE.size + length):
                 raise RuntimeError("a decoding process ended inside a block")
-            yield block
+            yield Span(self.fd, self.at + SIZE.size, length)  # type: ignore[arg-type]
+            self.at += SIZE.size + length
+        if not self.done:
+            self.at += SIZE.size
 
-    def _take(self, n: int) -> bytes | None:
-        """The next n bytes of the file, waiting for the process to write them; None at its end."""
-        if self.stream is None:
-            self.stream = self.output.open("rb")
-        while len(self.buffer) - self.at < n:
-            chunk = self.stream.read(max(CHUNK, n - len(self.buffer) + self.at))
-            if chunk:
-                self.buffer, self.at = self.buffer[self.at:] + chunk, 0  # copied once per chunk, not per take
+    def _wait(self, n: int) -> bool:
+        """Wait until the file holds n bytes past `at`; False once the process ended without them."""
+        if self.fd is None:
+            self.fd = os.open(self.output, os.O_RDONLY)
+        idle = 0.0005
+        while self.size - self.at < n:
+            size = os.fstat(self.fd).st_size
+            if size > self.size:
+                self.size, idle = size, 0.0005
             elif self.exited:
                 self._check_result()
                 self.done = True
-                return None
+                return False
             else:
-                self._poll()
-        self.at += n
-        return self.buffer[self.at - n:self.at]
+                self._poll(idle)
+                idle = min(idle * 2, 0.02)  # a process writes a block every few milliseconds at most
+        return True
 
-    def _poll(self) -> None:
+    def _poll(self, idle: float) -> None:
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         if pid:
             self.exited = True
             if os.waitstatus_to_exitcode(status) != 0 and not self.result.exists():
                 raise RuntimeError(f"a decoding process ended with status {os.waitstatus_to_exitcode(status)}")
         else:
-            time.sleep(0.0005)
+            time.sleep(idle)
 
     def _check_result(self) -> None:
         if not self.result.exists():
@@ -139,8 +178,8 @@ class _Child:
             raise RuntimeError(f"a decoding process failed: {failure[1:].decode(errors='replace')}")
 
     def stop(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
+        if self.fd is not None:
+            os.close(self.fd)
         if not self.exited:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -184,4 +223,4 @@ def _run(path: str | os.PathLike[str], ports: tuple[int, ...], share: tuple[int,
         os._exit(code)
 
 
-__all__ = ["Outcome", "decode_blocks"]
+__all__ = ["Outcome", "Span", "decode_blocks"]

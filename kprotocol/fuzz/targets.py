@@ -20,6 +20,7 @@ import os
 import logging
 from collections.abc import Callable, Iterator
 from functools import cache
+from typing import Any
 from pathlib import Path
 
 from kprotocol.errors import DecodeError
@@ -169,11 +170,27 @@ def coordinator_seeds() -> Iterator[bytes]:
 def captures(data: bytes) -> None:
     from kprotocol.capture import decode_capture
 
+    assert _segments(data, compiled=True) == _segments(data, compiled=False), "the compiled walk differs"
     capture = decode_capture(io.BytesIO(data), ports=(9092, 60127, 36897), detect=True)
     for exchange in capture:
         exchange.to_json()
     for orphan in capture.orphans:
         orphan.to_json()
+
+
+def _segments(data: bytes, compiled: bool) -> tuple[list[Any], list[str]]:
+    """The TCP segments and problems of a capture, by `Walk` or by the Python readers alone."""
+    from kprotocol.capture import CaptureError, read_packets, tcp_segments
+    from kprotocol.capture.walk import Walk
+
+    problems: list[CaptureError] = []
+    items: list[Any] = []
+    try:
+        stream = io.BytesIO(data)
+        items += Walk(stream, problems) if compiled else tcp_segments(read_packets(stream, problems))
+    except CaptureError as exc:
+        problems.append(exc)
+    return items, [str(p) for p in problems]
 
 
 def capture_seeds() -> Iterator[bytes]:

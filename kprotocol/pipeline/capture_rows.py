@@ -18,8 +18,9 @@ import orjson
 
 from kprotocol.capture.decode import decode_segments
 from kprotocol.capture.exchanges import FLAGS, Exchange, error_codes
-from kprotocol.capture.files import CaptureError, Split, plan_splits, read_packets
-from kprotocol.capture.segments import SegmentProblem, TcpSegment, tcp_segments
+from kprotocol.capture.files import CaptureError, Split, plan_splits
+from kprotocol.capture.segments import SegmentProblem, TcpSegment
+from kprotocol.capture.walk import Walk
 from kprotocol.pipeline.files import InputFile, filesystem
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -58,7 +59,7 @@ def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tu
     keyed: dict[Any, list[Any]] = {}
     with _open(uri) as handle:
         try:
-            for item in tcp_segments(read_packets(handle, damage, split)):
+            for item in Walk(handle, damage, split):
                 if isinstance(item, SegmentProblem):
                     keyed.setdefault((uri, PROBLEMS), []).append(
                         _problem(uri, "packet", item.number, None, item.message))
