@@ -1,6 +1,6 @@
 """The wheel as users get it: built from the checkout, installed without dev extras into a fresh
 virtualenv, `kprotocol demo` run from another directory (its sample data is package data), the
-code generator not installed, the compiled fast path built."""
+code generator not installed, the compiled fast paths built."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def test_wheel_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     summary = lines[-1]
     assert summary["connections"] == 42 and sum(r["count"] for r in summary["rows"]) == 199
     probe = subprocess.run([str(python), "-c", "import importlib.util as u, kprotocol.runtime.accel as a; "
-                            "import kprotocol; print(u.find_spec('codegen') is None, a.ENABLED, kprotocol.__version__)"],
+                            "import kprotocol, kprotocol.capture.walk as w; "
+                            "print(u.find_spec('codegen') is None, a.ENABLED, w._walk is not None, kprotocol.__version__)"],
                            cwd=elsewhere, capture_output=True, text=True, check=True)
-    assert probe.stdout.split() == ["True", "True", "0.1.0"]
+    assert probe.stdout.split() == ["True", "True", "True", "0.1.0"]
