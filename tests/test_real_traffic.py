@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 import pytest
 
 from kprotocol.capture import decode_capture
-from kprotocol.conversation import Conversation, RequestEvent, ResponseEvent
 from kprotocol.toolchain import KafkaBroker, free_port
 from kprotocol.toolchain.maven import java_command
 from kprotocol.toolchain.recorder import RecordingProxy, RoundTripReport, check_round_trip
 from kprotocol.toolchain.streams_app import StreamsApp
 from kprotocol.toolchain.tcpdump import Tcpdump, to_pcapng, tool
+from proxy_capture import assert_capture_matches_proxy
 
 TRAFFIC = Path(__file__).resolve().parents[1] / "fixtures" / "traffic"
 pytestmark = pytest.mark.xdist_group("kafka")
@@ -153,53 +152,13 @@ def test_kept_recordings_round_trip(client: str) -> None:
     assert report.mismatches == [] and sum(report.exchanges.values()) > 0
 
 
-def _recorded_exchanges(recording) -> list[dict]:
-    """What the proxy saw on one connection, in the capture decoder's terms."""
-    conversation = Conversation()
-    requests = [e for e in conversation.client_bytes(bytes(recording.client)) if isinstance(e, RequestEvent)]
-    responses = {e.header.correlation_id: e for e in conversation.server_bytes(bytes(recording.server))
-                 if isinstance(e, ResponseEvent)}
-    out = []
-    for request in requests:
-        correlation_id = request.header.correlation_id
-        doc = request.to_json()
-        response = responses.get(correlation_id)
-        out.append({"correlationId": correlation_id, "apiKey": request.api_key, "apiVersion": request.api_version,
-                    "clientId": request.header.client_id, "request": doc["body"],
-                    "response": None if response is None else response.to_json()["body"]})
-    return out
-
-
-def _kafka_fields(exchange: dict) -> dict:
-    return {"correlationId": exchange["correlationId"], "apiKey": exchange["apiKey"],
-            "apiVersion": exchange["apiVersion"], "clientId": exchange["clientId"], "request": exchange["request"],
-            "response": exchange.get("response")}
-
-
 @pytest.mark.parametrize("form", ["pcap", "pcapng"])
 def test_capture_decodes_every_exchange_the_proxy_saw(traffic: Traffic, form: str) -> None:
     proxy, path = traffic.proxy, getattr(traffic, form)
-    capture = decode_capture(path, ports=(proxy.port,))
-    by_conn: dict[str, list[dict]] = defaultdict(list)
-    for exchange in capture:
-        by_conn[exchange.conn].append(exchange.to_json())
-    assert capture.problems == [] and capture.orphans == []
-    total = 0
-    for recording in proxy.connections:
-        conn = f"127.0.0.1:{recording.peer[1]}->127.0.0.1:{proxy.port}"
-        got = [_kafka_fields(e) for e in by_conn.pop(conn)]
-        expected = _recorded_exchanges(recording)
-        assert [(e["correlationId"], e["response"] is None) for e in got] == [
-            (e["correlationId"], e["response"] is None) for e in expected], conn
-        assert got == expected, conn
-        total += len(got)
-    assert not by_conn and total > 100
-    # The proxy's own connections to the broker carry the same requests (plus the test's admin calls).
-    upstream = Counter(orjson.dumps([e.api_key, e.to_json()["request"]])
-                       for e in decode_capture(path, ports=(traffic.broker.port,)))
-    downstream = Counter(orjson.dumps([e["apiKey"], e["request"]])
-                         for recording in proxy.connections for e in _recorded_exchanges(recording))
-    assert downstream - upstream == Counter()
+    # Every connection's exchanges field for field; the proxy's own connections to the broker carry the
+    # same requests (plus the test's admin calls).
+    total = assert_capture_matches_proxy(path, proxy, traffic.broker.port)
+    assert total > 100
     print(f"\n{form}: {total} exchanges over {len(proxy.connections)} connections match the proxy's bytes")
 
 

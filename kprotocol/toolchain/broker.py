@@ -7,10 +7,17 @@
 Storage is formatted by Kafka's own storage tool, the ports are free ones, the data sits in a
 temporary directory, and the classic, consumer and streams group protocols are enabled. `stop()`
 sends SIGTERM to the broker's own PID (a clean controlled shutdown) and SIGKILL only after a time-out.
+
+    with KafkaBroker.start(sasl_plain_users={"alice": "alice-secret"}) as broker:
+        broker.sasl_bootstrap   # "127.0.0.1:PORT" of a second listener, SASL_PLAINTEXT with PLAIN
+
+`sasl_plain_users` adds that listener (user name -> password, kept in the listener's JAAS config);
+the PLAINTEXT listener stays, and stays the inter-broker one. Without it only PLAINTEXT listens.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -53,6 +60,31 @@ BASE_CONFIG = {
 }
 
 
+SASL_LISTENER = "SASL_PLAINTEXT"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SASL_USER_NAME = re.compile(r"[A-Za-z0-9._-]+")      # a JAAS option key is user_<name>
+SASL_PASSWORD = re.compile(r"[\x20-\x7e]*")          # printable ASCII (server.properties is ISO 8859-1)
+
+
+def sasl_plain_config(users: dict[str, str]) -> dict[str, str]:
+    """The broker properties of a SASL_PLAINTEXT listener accepting PLAIN logins of `users`."""
+    if not users:
+        raise ValueError("sasl_plain_users: at least one user")
+    options = []
+    for name, password in users.items():
+        if not SASL_USER_NAME.fullmatch(name):
+            raise ValueError(f"SASL user name {name!r}: use letters, digits, '.', '_' or '-'")
+        if not SASL_PASSWORD.fullmatch(password) or '"' in password or "\\" in password:
+            raise ValueError(f"SASL password of {name!r}: printable ASCII without quotes or backslashes")
+        options.append(f'user_{name}="{password}"')
+    prefix = f"listener.name.{SASL_LISTENER.lower()}"
+    return {
+        f"{prefix}.sasl.enabled.mechanisms": "PLAIN",
+        f"{prefix}.plain.sasl.jaas.config": f"{PLAIN_LOGIN_MODULE} required {' '.join(options)};",
+        "sasl.enabled.mechanisms": "PLAIN",
+    }
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -77,10 +109,17 @@ class KafkaBroker:
     process: subprocess.Popen[bytes]
     keep_workdir: bool = False
     _log_file: object = field(default=None, repr=False)
+    sasl_port: int | None = None  # the SASL_PLAINTEXT listener, when started with `sasl_plain_users`
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        if self.sasl_port is None:
+            raise ToolchainError("this broker has no SASL listener: start it with sasl_plain_users")
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -96,19 +135,36 @@ class KafkaBroker:
 
     @classmethod
     def start(cls, workdir: Path | None = None, config: dict[str, str] | None = None,
-              heap: str = "768m") -> KafkaBroker:
-        """Format storage, launch the broker and return once it answers Metadata with itself."""
+              heap: str = "768m", *, sasl_plain_users: dict[str, str] | None = None,
+              sasl_advertised_port: int | None = None) -> KafkaBroker:
+        """Format storage, launch the broker and return once it answers Metadata with itself.
+
+        `sasl_plain_users` (user name -> password) adds a SASL_PLAINTEXT listener on a free port with
+        the PLAIN mechanism; it advertises `sasl_advertised_port` when given (a proxy in front of it).
+        Entries of `config` override the generated properties, listeners included."""
+        sasl = sasl_plain_config(sasl_plain_users) if sasl_plain_users is not None else {}
+        if sasl_advertised_port is not None and not sasl:
+            raise ValueError("sasl_advertised_port needs sasl_plain_users")
         libs = kafka_libs()
         keep = workdir is not None
         workdir = Path(workdir or tempfile.mkdtemp(prefix="kprotocol-kafka-"))
         workdir.mkdir(parents=True, exist_ok=True)
         port, controller_port = free_port(), free_port()
+        sasl_port = free_port() if sasl else None
+        listeners = [f"PLAINTEXT://127.0.0.1:{port}"]
+        advertised = list(listeners)
+        if sasl_port is not None:
+            listeners.append(f"{SASL_LISTENER}://127.0.0.1:{sasl_port}")
+            advertised.append(f"{SASL_LISTENER}://127.0.0.1:{sasl_advertised_port or sasl_port}")
+            sasl["listener.security.protocol.map"] = (f"{BASE_CONFIG['listener.security.protocol.map']},"
+                                                      f"{SASL_LISTENER}:{SASL_LISTENER}")
         props = {
             **BASE_CONFIG,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{controller_port}"]),
+            "advertised.listeners": ",".join(advertised),
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
             "log.dirs": str(workdir / "data"),
+            **sasl,
             **(config or {}),
         }
         properties = workdir / "server.properties"
@@ -120,7 +176,7 @@ class KafkaBroker:
         process = subprocess.Popen(java_command("kafka.Kafka", str(properties), libs=libs, heap=heap),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, preexec_fn=die_with_parent)
-        broker = cls(workdir, port, controller_port, process, keep, log)
+        broker = cls(workdir, port, controller_port, process, keep, log, sasl_port=sasl_port)
         try:
             broker._wait_ready()
         except BaseException:
@@ -138,6 +194,8 @@ class KafkaBroker:
             try:
                 with Connection("127.0.0.1", self.port, timeout=2.0) as conn:
                     if conn.send(metadata(topics=[])).brokers:
+                        if self.sasl_port is not None:  # the SASL listener accepts connections too
+                            Connection("127.0.0.1", self.sasl_port, timeout=2.0).close()
                         return
             except (OSError, ValueError) as exc:
                 last_error = exc

@@ -63,13 +63,18 @@ class RecordingProxy:
 
     @staticmethod
     def _pump(source: socket.socket, target: socket.socket, sink: bytearray) -> None:
+        """Relay one direction. Its end (FIN) is passed on as a half close, so the other direction keeps
+        flowing until it ends too: a response in flight when the client closes still crosses, exactly
+        as it would between the two peers directly. A reset ends both directions."""
         try:
             while chunk := source.recv(1 << 16):
-                target.sendall(chunk)
-                sink += chunk  # only what was passed on
+                view = memoryview(chunk)
+                while view:
+                    sent = target.send(view)
+                    sink += view[:sent]  # only what was passed on
+                    view = view[sent:]
+            target.shutdown(socket.SHUT_WR)
         except OSError:
-            pass
-        finally:
             for sock in (source, target):
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
