@@ -114,6 +114,7 @@ class Exchange:
         if self.api_key == 10 and getattr(request, "key_type", 0) == 0 and getattr(request, "key", None):
             out.add(request.key)  # type: ignore[attr-defined]
         out.discard(None)  # type: ignore[arg-type]
+        out.discard("")  # a field this version does not have (e.g. OffsetFetch v8+'s top-level group_id)
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -160,15 +161,18 @@ class Exchange:
 def error_codes(doc: Any, out: dict[int, int] | None = None) -> dict[int, int]:
     """Every non-zero `errorCode` in a JSON body, counted (top level and nested)."""
     out = {} if out is None else out
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            if key == "errorCode" and isinstance(value, int) and value:
-                out[value] = out.get(value, 0) + 1
-            else:
-                error_codes(value, out)
-    elif isinstance(doc, list):
-        for item in doc:
-            error_codes(item, out)
+    pending = [doc]
+    while pending:
+        node = pending.pop()
+        if type(node) is dict:
+            for key, value in node.items():
+                kind = type(value)
+                if kind is dict or kind is list:
+                    pending.append(value)
+                elif key == "errorCode" and kind is int and value:
+                    out[value] = out.get(value, 0) + 1
+        elif type(node) is list:
+            pending += [item for item in node if type(item) is dict or type(item) is list]
     return out
 
 
