@@ -1,7 +1,9 @@
 """Rows of the `exchanges` and `problems` tables out of packet captures, in two Spark stages.
 
 1. `keyed_segments`: a task reads one split of a capture (`kprotocol.capture.files.plan_splits`
-   cuts files at block boundaries) and keys each TCP segment on a Kafka port by its connection.
+   cuts files at block boundaries) and keys each TCP segment on a Kafka port by its connection,
+   the segments of a connection in one split packed into one bytes value (`pack`): the shuffle then
+   moves bytes, not millions of pickled tuples.
 2. `connection_rows`: after the shuffle, a task holds every segment of a few connections, puts
    them back in capture order and decodes them with `kprotocol.capture.decode_segments`.
 
@@ -10,6 +12,7 @@ So one huge capture uses every core, and no connection is ever cut between tasks
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
@@ -25,6 +28,34 @@ from kprotocol.pipeline.files import InputFile, filesystem
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
 PROBLEMS = "problems"  # the second part of a key that carries a problem row instead of a segment
+PACKED = struct.Struct("<QdIIBBI")  # number, time, seq, ack, flags, from the second end, payload length
+
+Ends = tuple[tuple[str, int], tuple[str, int]]
+
+
+def pack(ends: Ends, segments: Iterable[TcpSegment]) -> bytes:
+    """Segments between the two `ends` of a connection as one bytes value (read back by `unpack`)."""
+    parts: list[bytes] = []
+    for s in segments:
+        parts.append(PACKED.pack(s.number, s.time, s.seq, s.ack, s.flags, (s.src, s.sport) != ends[0],
+                                 len(s.payload)))
+        parts.append(s.payload)
+    return b"".join(parts)
+
+
+def unpack(ends: Ends, packed: bytes) -> Iterator[TcpSegment]:
+    (first, first_port), (second, second_port) = ends
+    pos, size = 0, PACKED.size
+    while pos < len(packed):
+        number, time, seq, ack, flags, reverse, length = PACKED.unpack_from(packed, pos)
+        pos += size
+        if reverse:
+            yield TcpSegment(number, time, second, second_port, first, first_port, seq, ack, flags,
+                             packed[pos:pos + length])
+        else:
+            yield TcpSegment(number, time, first, first_port, second, second_port, seq, ack, flags,
+                             packed[pos:pos + length])
+        pos += length
 
 
 @contextmanager
@@ -52,8 +83,8 @@ def _problem(uri: str, kind: str, position: int | None, length: int | None, mess
             "offset": None, "message": message}
 
 
-def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tuple[Any, list[Any]]]:
-    """(connection key, its segments in this split) for each connection on a Kafka port, and
+def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tuple[Any, Any]]:
+    """(connection key, its segments in this split, packed) for each connection on a Kafka port, and
     (problems key, problem rows): one shuffle record per connection and split, not per packet."""
     damage: list[CaptureError] = []
     keyed: dict[Any, list[Any]] = {}
@@ -70,7 +101,8 @@ def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tu
             damage.append(exc)
     for exc in damage:
         keyed.setdefault((uri, PROBLEMS), []).append(_problem(uri, "capture", exc.offset, None, str(exc)))
-    return iter(keyed.items())
+    for key, items in keyed.items():
+        yield key, items if key[1] == PROBLEMS else pack((key[1:3], key[3:5]), items)
 
 
 def _without_records(doc: dict[str, Any], batches: list[dict[str, Any]]) -> None:
@@ -116,7 +148,8 @@ def connection_rows(key: Any, parts: Iterable[list[Any]], ports: frozenset[int])
     if key[1] == PROBLEMS:
         return [], [row for part in parts for row in part]
     uri = key[0]
-    segments = sorted(TcpSegment(*fields) for part in parts for fields in part)  # by packet number
+    ends = (key[1:3], key[3:5])
+    segments = sorted(segment for part in parts for segment in unpack(ends, part))  # by packet number
     capture = decode_segments(segments, ports)
     rows = [exchange_row(uri, e) for e in capture]
     problems = [_problem(uri, "orphan response", o.frame.first, o.frame.size + 4,
