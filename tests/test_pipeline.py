@@ -200,17 +200,19 @@ def test_captures_split_without_losing_connections(spark, tmp_path) -> None:
     expected = sorted((d["conn"], d["correlationId"], d["apiName"], _request_without_records(d),
                        json.dumps(d.get("recordBatches"), sort_keys=True)) for d in docs)
     assert any(d.get("recordBatches") for d in docs)
-    for split_bytes in (4096, 1 << 30):  # many splits cutting through every connection, and one
-        out = tmp_path / str(split_bytes)
+    # Through the shuffle: many splits cutting through every connection, and one split; and read whole
+    # by each of two tasks (one per core), each decoding its share of the connections.
+    for split_bytes, owners_max, tasks in ((4096, 0, None), (1 << 30, 0, 1), (4096, 8, 2)):
+        out = tmp_path / f"{split_bytes}-{owners_max}"
         counts = run_captures([str(CAPTURES / "clients.pcapng")], str(out), spark=spark, split_bytes=split_bytes,
-                              ports=(60127,))
+                              ports=(60127,), owners_max=owners_max)
         rows = _rows(out, "exchanges")
         got = sorted((r["conn"], r["correlation_id"], r["api_name"],
                       json.dumps(json.loads(r["request_json"]), sort_keys=True),
                       json.dumps(json.loads(r["record_batches_json"]) if r["record_batches_json"] else None,
                                  sort_keys=True)) for r in rows)
         assert got == expected and counts["exchanges"] == len(expected) == 199
-        assert counts["splits"] > 10 if split_bytes == 4096 else counts["splits"] == 1
+        assert counts["splits"] > 10 if tasks is None else counts["splits"] == tasks
         assert counts["connections"] == 42 and _rows(out, "problems") == []
     streams = [r for r in rows if r["api_name"] == "StreamsGroupHeartbeat"]
     assert streams and all(r["group"] and r["member_id"] for r in streams)
@@ -226,9 +228,17 @@ def test_captures_report_damage_and_keep_the_rest(spark, tmp_path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "damaged.pcapng").write_bytes(bytes(raw))
     (tmp_path / "in" / "junk.pcap").write_bytes(b"not a capture at all")
-    counts = run_captures([str(tmp_path / "in")], str(tmp_path / "out"), spark=spark, split_bytes=8192,
-                          ports=(60127,))
-    problems = _rows(tmp_path / "out", "problems")
-    assert any("block length" in p["message"] for p in problems)
-    assert any("not a pcap" in p["message"] and p["source"].endswith("junk.pcap") for p in problems)
-    assert counts["exchanges"] >= 190
+    found = []
+    for owners_max in (0, 8):  # through the shuffle, and read whole by each task
+        out = tmp_path / f"out-{owners_max}"
+        counts = run_captures([str(tmp_path / "in")], str(out), spark=spark, split_bytes=8192, ports=(60127,),
+                              owners_max=owners_max)
+        problems = _rows(out, "problems")
+        assert any("block length" in p["message"] for p in problems)
+        assert any("not a pcap" in p["message"] and p["source"].endswith("junk.pcap") for p in problems)
+        assert counts["exchanges"] >= 190
+        found.append((counts, sorted(json.dumps(p, sort_keys=True) for p in problems),
+                      sorted(json.dumps(r, sort_keys=True) for r in _rows(out, "exchanges"))))
+    assert found[0][1:] == found[1][1:]
+    assert {k: v for k, v in found[0][0].items() if k != "splits"} == {k: v for k, v in found[1][0].items()
+                                                                        if k != "splits"}

@@ -7,7 +7,10 @@
 2. `connection_rows`: after the shuffle, a task holds every segment of a few connections, puts
    them back in capture order and decodes them with `kprotocol.capture.decode_segments`.
 
-So one huge capture uses every core, and no connection is ever cut between tasks.
+So one huge capture uses every core, and no connection is ever cut between tasks. When a capture
+needs only a few tasks (`owned_rows`), each of them reads it whole instead and decodes its share of
+the connections (`CaptureDecode(share=...)`, as `capture decode -j N` does): reading is a few
+percent of decoding, and nothing crosses a shuffle.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from kprotocol.capture.decode import decode_segments
+from kprotocol.capture.decode import CaptureDecode, PacketProblem, decode_segments
 from kprotocol.capture.exchanges import FLAGS, Exchange, error_codes
 from kprotocol.capture.files import CaptureError, Split, plan_splits
 from kprotocol.capture.segments import SegmentProblem, TcpSegment
@@ -142,19 +145,45 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
     }
 
 
-def connection_rows(key: Any, parts: Iterable[list[Any]], ports: frozenset[int]) -> tuple[list[dict], list[dict]]:
-    """(exchange rows, problem rows) of one connection key's segments (a list per split), or of a
-    key's problems."""
+def connection_rows(key: Any, parts: Iterable[Any], ports: frozenset[int]) -> tuple[list[dict], list[dict], int]:
+    """(exchange rows, problem rows, connections with exchanges) of one connection key's segments
+    (packed, one value per split; a reused 4-tuple may carry several connections), or of a key's
+    problems."""
     if key[1] == PROBLEMS:
-        return [], [row for part in parts for row in part]
-    uri = key[0]
+        return [], [row for part in parts for row in part], 0
     ends = (key[1:3], key[3:5])
     segments = sorted(segment for part in parts for segment in unpack(ends, part))  # by packet number
-    capture = decode_segments(segments, ports)
-    rows = [exchange_row(uri, e) for e in capture]
-    problems = [_problem(uri, "orphan response", o.frame.first, o.frame.size + 4,
-                         f"{o.conn}: response with correlation id {o.correlation_id} has no captured request")
-                for o in capture.orphans]
-    problems += [_problem(uri, "stream", p.offset, p.length, f"{p.conn} {p.direction}: {p.reason}")
-                 for p in capture.problems if hasattr(p, "direction")]
-    return rows, problems
+    return _rows(key[0], decode_segments(segments, ports))
+
+
+def owned_rows(uri: str, share: tuple[int, int], ports: frozenset[int]) -> tuple[list[dict], list[dict], int]:
+    """(exchange rows, problem rows, connections with exchanges) of the connections that task k of n
+    (`share`) decodes, reading the whole capture; the capture-level problems are task 0's."""
+    with _open(uri) as handle:
+        return _rows(uri, CaptureDecode(handle, ports, share=share))
+
+
+def _rows(uri: str, capture: CaptureDecode) -> tuple[list[dict], list[dict], int]:
+    rows: list[dict[str, Any]] = []
+    connections, seen = 0, False
+    for exchange in capture.marked():
+        if exchange is None:  # the end of one of its connections
+            connections, seen = connections + seen, False
+        else:
+            rows.append(exchange_row(uri, exchange))
+            seen = True
+    return rows, _problems(uri, capture), connections
+
+
+def _problems(uri: str, capture: CaptureDecode) -> list[dict[str, Any]]:
+    """Problem rows of a decode: unreadable packets and file damage, orphan responses, stream problems."""
+    found = [_problem(uri, "orphan response", o.frame.first, o.frame.size + 4,
+                      f"{o.conn}: response with correlation id {o.correlation_id} has no captured request")
+             for o in capture.orphans]
+    for p in capture.problems:
+        if isinstance(p, PacketProblem):
+            found.append(_problem(uri, "packet", p.packet, None, p.reason) if p.packet is not None
+                         else _problem(uri, "capture", p.offset, None, p.reason))
+        else:
+            found.append(_problem(uri, "stream", p.offset, p.length, f"{p.conn} {p.direction}: {p.reason}"))
+    return found
