@@ -11,7 +11,8 @@ input, in one run:
 - the Spark job with `local[1]` and `local[2]`, each in a fresh process, its SparkSession start-up
   (to a first action) timed apart from the job itself,
 and prints records (or exchanges)/s, MB/s, the speed-up from one core to two, per-core rate
-against the single-process decoder, and the fixed start cost.
+against the single-process decoder, and the fixed start cost; for captures also the machine's own
+ceiling: how much more two single-process decoders side by side get done than one alone.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ def spark(data: Path, cores: int, split_bytes: int, job: str = "offsets", ports:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def side_by_side(command: list[str], copies: int) -> float:
+    """Wall seconds of `copies` runs of `command` started together (output thrown away)."""
+    start = time.perf_counter()
+    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for _ in range(copies)]
+    for process in processes:
+        process.wait()
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=256, help="offsets input (0: skip)")
@@ -142,6 +152,8 @@ def captures(size_mb: int, split_bytes: int) -> None:
                                "--ports", ports, "-j", "1"], stdout=subprocess.PIPE) as process:
             exchanges = sum(1 for _ in process.stdout)  # type: ignore[union-attr]
         single = time.perf_counter() - start
+        command = [sys.executable, "-m", "kprotocol", "capture", "decode", str(capture), "--ports", ports, "-j", "1"]
+        alone, paired = side_by_side(command, 1), side_by_side(command, 2)
         runs = {cores: spark(capture, cores, split_bytes, "captures", ports) for cores in (1, 2)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -154,6 +166,8 @@ def captures(size_mb: int, split_bytes: int) -> None:
         print(f"| Spark local[{cores}], job | {run['job']:.1f} | {exchanges / run['job']:,.0f} | {mb / run['job']:.1f} |")
     print(f"speed-up 1 -> 2 cores: {runs[1]['job'] / runs[2]['job']:.2f}x; per core, 1 core vs single process: "
           f"{single / runs[1]['job']:.0%}")
+    print(f"this machine's own ceiling: two single-process decoders side by side take {paired:.1f} s against "
+          f"{alone:.1f} s alone, {2 * alone / paired:.2f}x the work of one in the same time")
 
 
 if __name__ == "__main__":

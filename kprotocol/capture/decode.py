@@ -158,7 +158,9 @@ class CaptureDecode:
                     if table.get(k) is done:
                         del table[k]
                     ended.add(k)
-            yield from self._flush(line)
+            head = line[0] if line else None
+            if head is not None and (head.held or head.finished or head.spill is not None):
+                yield from self._flush(line)
         for pending in line:
             self._finish(pending)
         yield from self._flush(line)
