@@ -16,8 +16,9 @@ percent of decoding, and nothing crosses a shuffle.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import orjson
@@ -153,26 +154,42 @@ def connection_rows(key: Any, parts: Iterable[Any], ports: frozenset[int]) -> tu
         return [], [row for part in parts for row in part], 0
     ends = (key[1:3], key[3:5])
     segments = sorted(segment for part in parts for segment in unpack(ends, part))  # by packet number
-    return _rows(key[0], decode_segments(segments, ports))
+    decoded = Decoded(key[0], decode_segments(segments, ports))
+    rows = list(decoded.exchanges())
+    return rows, decoded.problems, decoded.connections
 
 
-def owned_rows(uri: str, share: tuple[int, int], ports: frozenset[int]) -> tuple[list[dict], list[dict], int]:
-    """(exchange rows, problem rows, connections with exchanges) of the connections that task k of n
-    (`share`) decodes, reading the whole capture; the capture-level problems are task 0's."""
+def owned_rows(uri: str, share: tuple[int, int], ports: frozenset[int],
+               exchange: Callable[[dict[str, Any]], None]) -> tuple[list[dict], int]:
+    """Pass `exchange` the rows of the connections that task k of n (`share`) decodes, reading the
+    whole capture, as they come; return the problem rows (the capture-level ones are task 0's) and
+    the number of connections with exchanges."""
     with _open(uri) as handle:
-        return _rows(uri, CaptureDecode(handle, ports, share=share))
+        decoded = Decoded(uri, CaptureDecode(handle, ports, share=share))
+        for row in decoded.exchanges():
+            exchange(row)
+    return decoded.problems, decoded.connections
 
 
-def _rows(uri: str, capture: CaptureDecode) -> tuple[list[dict], list[dict], int]:
-    rows: list[dict[str, Any]] = []
-    connections, seen = 0, False
-    for exchange in capture.marked():
-        if exchange is None:  # the end of one of its connections
-            connections, seen = connections + seen, False
-        else:
-            rows.append(exchange_row(uri, exchange))
-            seen = True
-    return rows, _problems(uri, capture), connections
+@dataclass
+class Decoded:
+    """The rows of one decode, as they come: `problems` and `connections` are complete once
+    `exchanges()` is exhausted."""
+
+    uri: str
+    capture: CaptureDecode
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    connections: int = 0  # with at least one exchange
+
+    def exchanges(self) -> Iterator[dict[str, Any]]:
+        seen = False
+        for exchange in self.capture.marked():
+            if exchange is None:  # the end of one of its connections
+                self.connections, seen = self.connections + seen, False
+            else:
+                yield exchange_row(self.uri, exchange)
+                seen = True
+        self.problems = _problems(self.uri, self.capture)
 
 
 def _problems(uri: str, capture: CaptureDecode) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
-from kprotocol.pipeline.tables import SCHEMAS, paused_gc, reset, table_dir, write_part
+from kprotocol.pipeline.tables import SCHEMAS, PartWriter, paused_gc, reset, table_dir, write_part
 
 SEGMENT_SUFFIXES = (".log",)
 
@@ -121,12 +121,10 @@ OWNERS_MAX = 8  # captures that need at most this many tasks are read whole by e
 def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, int]]]:
     def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, int]]:
         for uri, share in shares:
-            with paused_gc():
-                rows, problems, connections = owned_rows(uri, share, ports)
-                rows.sort(key=lambda r: r["request_first_packet"])
-                write_part(out, "exchanges", index, rows, prefix="capture-owned")
-                write_part(out, "problems", index, problems, prefix="capture-owned")
-            yield from (("exchanges", len(rows)), ("problems", len(problems)), ("connections", connections))
+            exchanges = PartWriter(out, "exchanges", index, prefix="capture-owned")
+            problems, connections = owned_rows(uri, share, ports, exchanges.add)
+            write_part(out, "problems", index, problems, prefix="capture-owned")
+            yield from (("exchanges", exchanges.close()), ("problems", len(problems)), ("connections", connections))
     return run
 
 

@@ -91,6 +91,41 @@ def write_part(out: str, table: str, part: int, rows: list[dict], prefix: str = 
     pq.write_table(to_arrow(rows, SCHEMAS[table]), f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys)
 
 
+class PartWriter:
+    """One task's part file of `table`, written a row group at a time as rows come (a task holding a
+    whole capture's rows would need several times the capture's size in memory)."""
+
+    ROW_GROUP = 4096
+
+    def __init__(self, out: str, table: str, part: int, prefix: str = "part") -> None:
+        self.fsys, path = filesystem(table_dir(out, table))
+        self.fsys.create_dir(path, recursive=True)
+        self.where = f"{path}/{prefix}-{part:05d}.parquet"
+        self.schema = SCHEMAS[table]
+        self.rows: list[dict] = []
+        self.count = 0
+        self.writer: pq.ParquetWriter | None = None
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.where, self.schema, filesystem=self.fsys)
+        self.writer.write_table(to_arrow(self.rows, self.schema))
+        self.count += len(self.rows)
+        self.rows.clear()
+
+    def close(self) -> int:
+        """Write what is left (an empty part keeps the schema visible); the number of rows written."""
+        if self.rows or self.writer is None:
+            self._flush()
+        self.writer.close()  # type: ignore[union-attr]
+        return self.count
+
+
 def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
     """Rows to a table column by column (several times faster than `Table.from_pylist`): one C-level
     `itemgetter` call per row, transposed by `zip`."""
