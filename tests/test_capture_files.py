@@ -205,3 +205,27 @@ def test_the_compiled_walk_equals_the_python_readers_on_damaged_captures(name: s
         return
     for split in splits:
         assert _walked(raw, split) == _reference(raw, split)
+
+
+class _Unseekable(io.RawIOBase):
+    """A stream that can only be read forward (a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.inner = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        chunk = self.inner.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("name", ["clients.pcapng", "clients.pcap"])
+def test_a_stream_that_cannot_seek_is_read_by_the_python_readers(name: str) -> None:
+    from kprotocol.capture.walk import Walk
+
+    raw = (CAPTURES / name).read_bytes()
+    walk = Walk(io.BufferedReader(_Unseekable(raw)))
+    assert list(walk) == _reference(raw)[0] and walk.packets == 884
