@@ -27,6 +27,7 @@ from kprotocol.capture.walk import Walk
 
 DEFAULT_PORTS = (9092,)
 SPILL_AFTER = 512
+OPENING_WEIGHT = 4096  # bytes a new connection counts for when connections are shared out (`share`)
 CLOSE_AFTER = 64  # packets to wait after a close for late (reordered) segments of the connection
 ACK = 0x10
 DETECT_APIS = (18, 3)  # ApiVersions, Metadata: what every client sends first
@@ -61,6 +62,8 @@ class _Pending:
     finished: bool = False
     rejected: bool = False  # with detection: its first exchange was not Kafka
     skipped: bool = False  # decoded by another process of a parallel decode (`share`)
+    index: int = 0  # in first-packet order among the capture's connections
+    owner: int = 0  # the process of a parallel decode that decodes it
 
     def hold(self, exchanges: list[Exchange]) -> None:
         self.held += exchanges
@@ -89,8 +92,10 @@ class _Pending:
 class CaptureDecode:
     """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes.
 
-    `share=(k, n)` decodes only the connections `owner` gives process k of n reading the same capture;
-    the packet-level problems are process 0's."""
+    `share=(k, n)` decodes only the connections of process k of n reading the same capture: each new
+    connection goes to the process with the fewest payload bytes so far (every process counts every
+    segment, so all of them agree without talking); `releasing` is the index of the connection whose
+    exchanges `marked()` is giving. The packet-level problems are process 0's."""
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO | Iterable[TcpSegment | SegmentProblem],
                  ports: Iterable[int] = DEFAULT_PORTS, detect: bool = False, share: tuple[int, int] = (0, 1)) -> None:
@@ -104,6 +109,8 @@ class CaptureDecode:
         self.problems: list[Problem] = []
         self.packets = 0
         self.connections = 0
+        self.loads = [0] * share[1]  # payload bytes of each process's connections so far
+        self.releasing = -1
 
     def __iter__(self) -> Iterator[Exchange]:
         for exchange in self.marked():
@@ -125,6 +132,7 @@ class CaptureDecode:
         ended: set[Key] = set()
         line: deque[_Pending] = deque()     # connections in first-packet order
         closing: deque[_Pending] = deque()  # closed (FIN both ways, or RST), finished a little later
+        shared = self.share[1] > 1
         for item in items:
             if isinstance(item, SegmentProblem):
                 if self.share[0] == 0:
@@ -143,6 +151,8 @@ class CaptureDecode:
                     continue
                 table[key] = table[(item.dst, item.dport, item.src, item.sport)] = pending
                 line.append(pending)
+            if shared:
+                self.loads[pending.owner] += len(item.payload)
             if pending.skipped:
                 pending.connection.track_close(item)
             elif not pending.rejected:
@@ -198,7 +208,11 @@ class CaptureDecode:
             return None
         self.connections += 1
         pending = _Pending(Connection(client, server, segment.number, synced=bool(segment.flags & FLAG_SYN)))
-        pending.skipped = owner(self.connections - 1, self.share[1]) != self.share[0]
+        pending.index = self.connections - 1
+        if self.share[1] > 1:
+            pending.owner = min(range(self.share[1]), key=self.loads.__getitem__)
+            self.loads[pending.owner] += OPENING_WEIGHT
+            pending.skipped = pending.owner != self.share[0]
         pending.confirmed = server[1] in self.ports and not pending.skipped
         return pending
 
@@ -217,6 +231,7 @@ class CaptureDecode:
     def _flush(self, line: deque[_Pending]) -> Iterator[Exchange | None]:
         while line:
             head = line[0]
+            self.releasing = head.index
             if head.confirmed:
                 yield from head.release()
             if not head.finished:
@@ -227,12 +242,6 @@ class CaptureDecode:
                 self.problems += head.connection.problems
             if not head.skipped:
                 yield None
-
-
-def owner(connection: int, processes: int) -> int:
-    """Which of `processes` decodes the connection with this index (first-packet order): scattered, so
-    that captures repeating a pattern of connections (a big one every k-th) still spread evenly."""
-    return ((connection * 0x9E3779B1) & 0xFFFFFFFF) * processes >> 32
 
 
 def _opens(segment: TcpSegment) -> bool:

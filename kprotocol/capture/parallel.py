@@ -1,11 +1,13 @@
 """One capture decoded by several processes at once, its JSON lines in the order one process writes.
 
 Every process reads the whole file (reading packets is the cheap part) and decodes its share of the
-connections (`CaptureDecode(share=(k, n))`, connection i going to process `owner(i, n)`). Each writes
-its lines in length-prefixed blocks, an empty block after each of its connections, to a file of its
-own that the parent reads as it grows, taking connection i's blocks from that process: the output
-equals a single process's, no process ever waits for the parent, and memory stays that of one
-decoder per process. Needs fork (Linux, macOS);
+connections (`CaptureDecode(share=(k, n))`: each new connection goes to the process with the fewest
+payload bytes so far, which every process works out alike). Each writes, to a file of its own, per
+connection it decodes: a start mark with the connection's index, its lines in length-prefixed
+blocks, an empty block. The parent follows those files as they grow and hands out connection i's
+blocks from the process whose next start mark says i, as `Span`s of the file that a writer copies
+with `sendfile` (no copy through the parent): the output equals a single process's, no process ever
+waits for the parent, and memory stays that of one decoder per process. Needs fork (Linux, macOS);
 the orphans and problems come back at the end.
 """
 
@@ -23,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from kprotocol.capture.decode import CaptureDecode, PacketProblem, owner
+from kprotocol.capture.decode import CaptureDecode, PacketProblem
 from kprotocol.capture.exchanges import Exchange, Orphan, StreamProblem
 
 BLOCK = 1 << 18  # a process writes its lines in blocks of about this size, each after its 4-byte length;
 # an empty block ends a connection
 CHUNK = 1 << 20
 SIZE = struct.Struct(">I")
+START = 0xFFFFFFFF  # in place of a block length: a connection starts, its index follows
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,17 +90,16 @@ def decode_blocks(path: str | os.PathLike[str], ports: tuple[int, ...], jobs: in
     try:
         for k in range(jobs):
             children.append(_Child.start(path, ports, (k, jobs), line, directory / str(k)))
-        index = 0
-        while True:
-            child = children[owner(index, jobs)]
+        index, idle = 0, 0.0005
+        while not all(child.done for child in children):
+            child = next((c for c in children if c.next_index() == index), None)
+            if child is None:  # its process has not started giving connection `index` yet
+                time.sleep(idle)
+                idle = min(idle * 2, 0.02)
+                continue
             yield from child.connection()
-            if child.done:  # connection `index` does not exist: neither does any later one
-                break
-            index += 1
+            index, idle = index + 1, 0.0005
         for child in children:
-            while not child.done:
-                for _ in child.connection():
-                    raise RuntimeError("a decoding process has more connections than the capture")
             part: Outcome = pickle.loads(child.result.read_bytes()[1:])
             outcome.packets = max(outcome.packets, part.packets)
             outcome.connections = max(outcome.connections, part.connections)
@@ -120,7 +122,8 @@ class _Child:
     fd: int | None = None
     at: int = 0  # the offset of the next block's length
     size: int = 0  # of the file, when last looked at
-    done: bool = False
+    started: int | None = None  # the index of the connection whose start mark was read last
+    done: bool = False  # exited, and every byte of its file taken
     exited: bool = False
 
     @classmethod
@@ -133,18 +136,34 @@ class _Child:
             _run(path, ports, share, line, output, result)  # never returns
         return cls(pid, output, result)
 
+    def next_index(self) -> int | None:
+        """The index of the connection this process gives next, once its start mark is written (without
+        waiting); None before that, and once the process has written everything."""
+        if self.started is None and self._has(2 * SIZE.size, wait=False):
+            mark, index = struct.unpack(">II", _pread(self.fd, 2 * SIZE.size, self.at))  # type: ignore[arg-type]
+            if mark != START:
+                raise RuntimeError("a decoding process wrote a block outside a connection")
+            self.started, self.at = index, self.at + 2 * SIZE.size
+        return self.started
+
     def connection(self) -> Iterator[Span]:
-        """The blocks of the next connection (none once the process has written everything)."""
-        while self._wait(SIZE.size) and (length := SIZE.unpack(_pread(self.fd, SIZE.size, self.at))[0]):  # type: ignore[arg-type]
-            if not self._wait(SIZE.size + length):
+        """The blocks of the connection whose start mark `next_index` read, up to its empty block."""
+        while True:
+            if not self._has(SIZE.size):
+                raise RuntimeError("a decoding process ended inside a connection")
+            (length,) = SIZE.unpack(_pread(self.fd, SIZE.size, self.at))  # type: ignore[arg-type]
+            if not length:
+                break
+            if not self._has(SIZE.size + length):
                 raise RuntimeError("a decoding process ended inside a block")
             yield Span(self.fd, self.at + SIZE.size, length)  # type: ignore[arg-type]
             self.at += SIZE.size + length
-        if not self.done:
-            self.at += SIZE.size
+        self.at += SIZE.size
+        self.started = None
 
-    def _wait(self, n: int) -> bool:
-        """Wait until the file holds n bytes past `at`; False once the process ended without them."""
+    def _has(self, n: int, wait: bool = True) -> bool:
+        """Whether the file holds n bytes past `at`, waiting for them unless `wait` is False; False once
+        the process has ended without them (`done` if nothing at all is left)."""
         if self.fd is None:
             self.fd = os.open(self.output, os.O_RDONLY)
         idle = 0.0005
@@ -154,21 +173,25 @@ class _Child:
                 self.size, idle = size, 0.0005
             elif self.exited:
                 self._check_result()
-                self.done = True
+                self.done = self.size == self.at
+                return False
+            elif self._ended():
+                continue  # look once more: the file may have grown before the process exited
+            elif not wait:
                 return False
             else:
-                self._poll(idle)
+                time.sleep(idle)
                 idle = min(idle * 2, 0.02)  # a process writes a block every few milliseconds at most
         return True
 
-    def _poll(self, idle: float) -> None:
+    def _ended(self) -> bool:
+        """Whether the process has exited (reaped here)."""
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         if pid:
             self.exited = True
             if os.waitstatus_to_exitcode(status) != 0 and not self.result.exists():
                 raise RuntimeError(f"a decoding process ended with status {os.waitstatus_to_exitcode(status)}")
-        else:
-            time.sleep(idle)
+        return self.exited
 
     def _check_result(self) -> None:
         if not self.result.exists():
@@ -196,8 +219,11 @@ def _run(path: str | os.PathLike[str], ports: tuple[int, ...], share: tuple[int,
         with output.open("wb", buffering=CHUNK) as out:
             capture = CaptureDecode(Path(path), ports, share=share)
             lines: list[bytes] = []
-            size = 0
+            size, current = 0, -1
             for exchange in capture.marked():
+                if capture.releasing != current:  # the first of a connection's exchanges, or its end
+                    current = capture.releasing
+                    out.write(SIZE.pack(START) + SIZE.pack(current))
                 if exchange is not None:
                     if (text := line(exchange)) is None:
                         continue
