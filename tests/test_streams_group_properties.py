@@ -24,10 +24,12 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["join", "heartbeat", "slow", "leave
 
 
 class Client:
-    """A member that obeys its assignments (a slow one reports its tasks but does not revoke yet)."""
+    """A member that obeys its assignments (a slow one keeps reporting its old tasks for a heartbeat and
+    takes up the assignment it received at the next one, as a client still revoking does)."""
 
     def __init__(self, member_id: str, process: str) -> None:
         self.member_id, self.process, self.epoch, self.owned = member_id, process, None, TaskSets()
+        self.received: TaskSets | None = None  # the last assignment the coordinator sent, not yet taken up
 
     def request(self, *, join: bool = False, leave: bool = False):
         wire = lambda tasks: [HB.TaskIds(subtopology_id=s, partitions=sorted(p)) for s, p in tasks.items()]  # noqa
@@ -55,8 +57,10 @@ class World:
             self.clients.pop(client.member_id, None)  # left, or fenced: it drops its tasks and is gone
             return response
         client.epoch = response.member_epoch
-        if response.active_tasks is not None and apply:
-            client.owned = TaskSets.from_wire(response.active_tasks, response.standby_tasks, response.warmup_tasks)
+        if response.active_tasks is not None:  # the coordinator sends an assignment only when it changes
+            client.received = TaskSets.from_wire(response.active_tasks, response.standby_tasks, response.warmup_tasks)
+        if apply and client.received is not None:
+            client.owned, client.received = client.received, None
         return response
 
     def step(self, action: str, member_id: str) -> None:
