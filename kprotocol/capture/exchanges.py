@@ -101,20 +101,20 @@ class Exchange:
             return None
 
     def group_ids(self) -> set[str]:
-        """The groups this exchange is about, from the request body."""
+        """The groups this exchange is about, from the fields its request has at its version."""
         request, out = self.request, set()
         if request is None:
             return out
+        present = {f.name for f in type(request)._spec if f.present(self.api_version)}  # type: ignore[attr-defined]
         for name in ("group_id", "groups", "group_ids", "coordinator_keys"):
-            value = getattr(request, name, None)
+            value = getattr(request, name) if name in present else None
             if isinstance(value, str):
                 out.add(value)
             elif isinstance(value, (list, tuple)):
                 out.update(v if isinstance(v, str) else getattr(v, "group_id", None) for v in value)
-        if self.api_key == 10 and getattr(request, "key_type", 0) == 0 and getattr(request, "key", None):
+        if self.api_key == 10 and "key" in present and getattr(request, "key_type", 0) == 0:
             out.add(request.key)  # type: ignore[attr-defined]
         out.discard(None)  # type: ignore[arg-type]
-        out.discard("")  # a field this version does not have (e.g. OffsetFetch v8+'s top-level group_id)
         return out
 
     def to_json(self) -> dict[str, Any]:
