@@ -127,13 +127,13 @@ def _reference(capture: bytes, split=None) -> tuple[list, list[str]]:
     return items, [str(p) for p in problems]
 
 
-def _walked(capture: bytes, split=None) -> tuple[list, list[str]]:
+def _walked(capture: bytes, split=None, share=None) -> tuple[list, list[str]]:
     from kprotocol.capture.walk import Walk
 
     problems: list[CaptureError] = []
     items: list = []
     try:
-        items += Walk(io.BytesIO(capture), problems, split)
+        items += Walk(io.BytesIO(capture), problems, split, share)
     except CaptureError as exc:
         problems.append(exc)
     return items, [str(p) for p in problems]
@@ -199,12 +199,66 @@ def test_the_compiled_walk_equals_the_python_readers_on_damaged_captures(name: s
             del capture[at:]
     raw = bytes(capture)
     assert _walked(raw) == _reference(raw)
+    _check_shares(raw, PORTS[name])
     try:
         splits = plan_splits(io.BytesIO(raw), data.draw(st.integers(500, 20_000)))
     except CaptureError:
         return
     for split in splits:
         assert _walked(raw, split) == _reference(raw, split)
+
+
+PORTS = {"clients.pcapng": 60127, "clients.pcap": 60127, "data.pcap": 36897}
+
+
+def _check_shares(raw: bytes, port: int) -> None:
+    """For n processes: each one's compiled walk keeps exactly the segments the Python `Sharing` gives
+    it out of the Python readers' items, every problem included, and the n shares together hold every
+    segment on the Kafka port once."""
+    from kprotocol.capture.segments import SegmentProblem
+    from kprotocol.capture.walk import Sharing, sharing
+
+    reference, messages = _reference(raw)
+    kafka = [i for i in reference if not isinstance(i, SegmentProblem) and port in (i.sport, i.dport)]
+    for n in (2, 3):
+        kept = []
+        for k in range(n):
+            python = Sharing(k, n, [port])
+            expected = [i for i in reference if isinstance(i, SegmentProblem)
+                        or python.keeps(i.sport, i.dport, len(i.payload))]
+            compiled = sharing(k, n, [port])
+            assert _walked(raw, share=compiled) == (expected, messages)
+            assert compiled.loads == python.loads
+            kept += [i for i in expected if not isinstance(i, SegmentProblem)]
+        assert sorted(kept) == sorted(kafka)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1))),
+       st.lists(st.tuples(st.integers(0, 65535), st.integers(0, 65535), st.integers(0, 70_000)), max_size=300),
+       st.lists(st.integers(0, 65535), min_size=1, max_size=3))
+def test_the_compiled_sharing_agrees_with_the_python_one(share: tuple[int, int], segments: list, ports: list) -> None:
+    """Port pairs (either direction) go to the process with the fewest bytes so far, alike in C and Python;
+    segments on no Kafka port belong to nobody."""
+    from kprotocol.capture import walk
+
+    n, k = share
+    segments += [(ports[0], sport, length) for sport, _, length in segments[:50]]  # replies, and reuse
+    python, compiled = walk.Sharing(k, n, ports), walk._walk.Sharing(k, n, tuple(ports))
+    for sport, dport, length in segments:
+        kept = python.keeps(sport, dport, length)
+        assert compiled.keeps(sport, dport, length) is kept
+        assert not kept or sport in ports or dport in ports
+    assert compiled.loads == python.loads
+    answers: dict[frozenset[int], bool] = {}
+    again = walk.Sharing(k, n, ports)
+    for sport, dport, length in segments:  # a pair stays with one process, whichever way its segments go
+        kept = again.keeps(sport, dport, length)
+        assert answers.setdefault(frozenset((sport, dport)), kept) is kept
+    with pytest.raises(ValueError):
+        walk._walk.Sharing(n, n, tuple(ports))
+    with pytest.raises(ValueError):
+        walk.Sharing(n, n, ports)
 
 
 class _Unseekable(io.RawIOBase):

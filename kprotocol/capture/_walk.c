@@ -5,6 +5,10 @@
  * TCP header. It stops before anything else (section and interface blocks, damage, a packet that is
  * not TCP or too short) and the Python readers (files.py, segments.py), the reference, take that
  * block; `kprotocol.capture.walk` drives both.
+ *
+ * With a `Sharing`, the walk keeps only the segments of one process's share of the Kafka connections
+ * (several processes reading the same capture, each decoding its share): the rest never become
+ * Python objects.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +28,145 @@ static inline uint32_t u32(const unsigned char *p, int big) {
     return big ? ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]
                : ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
 }
+
+/* ------------------------------------------------------------------ sharing */
+
+/* Port pairs on a Kafka port, shared out among n processes: a pair seen for the first time goes to
+ * the process with the fewest payload bytes so far (counting OPENING_WEIGHT for each pair it was
+ * given). Every process sees every segment in the same order, so all of them agree without talking.
+ * Keyed on the two ports (in either direction), so both directions of a connection, and a 4-tuple
+ * reused later, stay with one process. The table grows with the pairs seen, at most one per packet. */
+#define MAX_SHARES 64
+#define OPENING_WEIGHT 4096
+
+typedef struct {
+    PyObject_HEAD
+    int k, n;
+    unsigned long long loads[MAX_SHARES];
+    uint64_t *slots; /* (pair + 1) << 8 | owner; 0 is free */
+    size_t capacity, used;
+    unsigned char kafka[8192]; /* bitmap of the Kafka ports */
+} Sharing;
+
+static inline size_t slot_of(uint64_t key, size_t mask) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+}
+
+static int grow(Sharing *s) {
+    size_t capacity = s->capacity ? s->capacity * 2 : 1024, mask = capacity - 1;
+    uint64_t *slots = PyMem_Calloc(capacity, sizeof *slots);
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < s->capacity; i++) {
+        if (!s->slots[i]) continue;
+        size_t j = slot_of(s->slots[i] >> 8, mask);
+        while (slots[j]) j = (j + 1) & mask;
+        slots[j] = s->slots[i];
+    }
+    PyMem_Free(s->slots);
+    s->slots = slots, s->capacity = capacity;
+    return 0;
+}
+
+/* 1: the segment is this process's, 0: it is another's or on no Kafka port, -1: out of memory. */
+static int keeps(Sharing *s, uint32_t sport, uint32_t dport, Py_ssize_t length) {
+    if (!(s->kafka[sport >> 3] >> (sport & 7) & 1) && !(s->kafka[dport >> 3] >> (dport & 7) & 1)) return 0;
+    uint32_t low = sport < dport ? sport : dport, high = sport ^ dport ^ low;
+    uint64_t key = ((uint64_t)low << 16 | high) + 1;
+    if (2 * (s->used + 1) > s->capacity && grow(s) < 0) return -1;
+    size_t mask = s->capacity - 1, i = slot_of(key, mask);
+    while (s->slots[i] && s->slots[i] >> 8 != key) i = (i + 1) & mask;
+    int owner;
+    if (s->slots[i]) {
+        owner = (int)(s->slots[i] & 0xFF);
+    } else {
+        owner = 0;
+        for (int j = 1; j < s->n; j++)
+            if (s->loads[j] < s->loads[owner]) owner = j;
+        s->loads[owner] += OPENING_WEIGHT;
+        s->slots[i] = key << 8 | (uint64_t)owner;
+        s->used++;
+    }
+    s->loads[owner] += (unsigned long long)length;
+    return owner == s->k;
+}
+
+static int Sharing_init(Sharing *s, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"k", "n", "ports", NULL};
+    PyObject *ports;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiO", names, &s->k, &s->n, &ports)) return -1;
+    if (s->n < 1 || s->n > MAX_SHARES || s->k < 0 || s->k >= s->n) {
+        PyErr_Format(PyExc_ValueError, "sharing: process k of n needs 0 <= k < n <= %d", MAX_SHARES);
+        return -1;
+    }
+    PyObject *iterator = PyObject_GetIter(ports), *port;
+    if (!iterator) return -1;
+    while ((port = PyIter_Next(iterator))) {
+        long value = PyLong_AsLong(port);
+        Py_DECREF(port);
+        if (value < 0 || value > 0xFFFF) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "sharing: a port is 0 to 65535");
+            break;
+        }
+        s->kafka[value >> 3] |= (unsigned char)(1 << (value & 7));
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static void Sharing_dealloc(Sharing *s) {
+    PyMem_Free(s->slots);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *Sharing_keeps(Sharing *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "keeps(sport, dport, length)"); return NULL; }
+    long sport = PyLong_AsLong(args[0]), dport = PyLong_AsLong(args[1]);
+    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (sport < 0 || sport > 0xFFFF || dport < 0 || dport > 0xFFFF || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "keeps: ports are 0 to 65535, lengths not negative");
+        return NULL;
+    }
+    int kept = keeps(s, (uint32_t)sport, (uint32_t)dport, length);
+    if (kept < 0) return NULL;
+    return PyBool_FromLong(kept);
+}
+
+static PyObject *Sharing_loads(Sharing *s, void *closure) {
+    PyObject *out = PyList_New(s->n);
+    for (int i = 0; out && i < s->n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(s->loads[i]);
+        if (!v) { Py_CLEAR(out); break; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static PyMethodDef Sharing_methods[] = {
+    {"keeps", (PyCFunction)(void (*)(void))Sharing_keeps, METH_FASTCALL,
+     "keeps(sport, dport, length): whether a segment between these ports is this process's (counting it)."},
+    {NULL},
+};
+
+static PyGetSetDef Sharing_getset[] = {
+    {"loads", (getter)Sharing_loads, NULL, "payload bytes (and opening weights) of each process so far", NULL},
+    {NULL},
+};
+
+static PyTypeObject SharingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol.capture._walk.Sharing",
+    .tp_doc = "Sharing(k, n, ports): process k of n's share of the Kafka connections of a capture.",
+    .tp_basicsize = sizeof(Sharing),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Sharing_init,
+    .tp_dealloc = (destructor)Sharing_dealloc,
+    .tp_methods = Sharing_methods,
+    .tp_getset = Sharing_getset,
+};
+
+/* ------------------------------------------------------------------ the walk */
 
 /* Address strings of the current call, newest first (a capture has few addresses). */
 #define CACHED 8
@@ -58,9 +201,10 @@ static PyObject *address(Names *names, const unsigned char *raw, int size) {
     return value;
 }
 
-/* The TCP segment of one captured frame: 1 appended, 0 not a regular TCP segment, -1 error. */
-static int segment(PyObject *out, PyTypeObject *type, Names *names, long number, double time, long link,
-                   const unsigned char *d, Py_ssize_t n) {
+/* The TCP segment of one captured frame: 1 appended, 2 another process's (`sharing`), 0 not a
+ * regular TCP segment, -1 error. */
+static int segment(PyObject *out, PyTypeObject *type, Names *names, Sharing *sharing, long number, double time,
+                   long link, const unsigned char *d, Py_ssize_t n) {
     Py_ssize_t pos;
     uint32_t ethertype;
     switch (link) {
@@ -130,6 +274,10 @@ static int segment(PyObject *out, PyTypeObject *type, Names *names, long number,
     const unsigned char *tcp = ip + header;
     Py_ssize_t offset = (tcp[12] >> 4) * 4;
     if (end - header < offset) return 0;
+    if (sharing) {
+        int kept = keeps(sharing, u16be(tcp), u16be(tcp + 2), end - header - offset);
+        if (kept <= 0) return kept < 0 ? -1 : 2;
+    }
     PyObject *source = address(names, src, width);
     if (!source) return -1;
     Py_INCREF(source);
@@ -157,10 +305,10 @@ static int segment(PyObject *out, PyTypeObject *type, Names *names, long number,
     return 1;
 }
 
-/* walk(buffer, pos, stop, pcap, big, link_type, unit, limit, interfaces, number, segment_type)
+/* walk(buffer, pos, stop, pcap, big, link_type, unit, limit, interfaces, number, segment_type, sharing)
  *   -> (segments, pos, number, last_seconds, status) */
 static PyObject *walk(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11) { PyErr_SetString(PyExc_TypeError, "walk takes 11 arguments"); return NULL; }
+    if (nargs != 12) { PyErr_SetString(PyExc_TypeError, "walk takes 12 arguments"); return NULL; }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
@@ -171,13 +319,16 @@ static PyObject *walk(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *interfaces = args[8];
     long number = PyLong_AsLong(args[9]);
     PyTypeObject *type = (PyTypeObject *)args[10];
+    Sharing *sharing = args[11] == Py_None ? NULL : (Sharing *)args[11];
     PyObject *out = NULL, *last = Py_None;
     long long last_seconds = -1;
     Names names = {.used = 0};
     int status = DONE;
     if (PyErr_Occurred()) goto fail;
-    if (!PyTuple_Check(interfaces) || !PyType_Check(args[10]) || !PyType_IsSubtype(type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "walk: interfaces must be a tuple, segment_type a tuple type");
+    if (!PyTuple_Check(interfaces) || !PyType_Check(args[10]) || !PyType_IsSubtype(type, &PyTuple_Type) ||
+        (sharing && !PyObject_TypeCheck(args[11], &SharingType))) {
+        PyErr_SetString(PyExc_TypeError, "walk: interfaces must be a tuple, segment_type a tuple type, "
+                                         "sharing None or a Sharing");
         goto fail;
     }
     if (!(out = PyList_New(0))) goto fail;
@@ -215,7 +366,7 @@ static PyObject *walk(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
             time = (double)stamp * scale;
             data = p + 28, next = pos + length;
         }
-        int found = segment(out, type, &names, number + 1, time, link, data, captured);
+        int found = segment(out, type, &names, sharing, number + 1, time, link, data, captured);
         if (found < 0) goto fail;
         if (found == 0) { status = IRREGULAR; break; }
         number++;
@@ -239,7 +390,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
-     "walk(buffer, pos, stop, pcap, big, link_type, unit, limit, interfaces, number, segment_type): "
+     "walk(buffer, pos, stop, pcap, big, link_type, unit, limit, interfaces, number, segment_type, sharing): "
      "(segments, pos, number, last_seconds, status) over the regular packets from pos."},
     {NULL},
 };
@@ -250,8 +401,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__walk(void) {
+    if (PyType_Ready(&SharingType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m && (PyModule_AddIntConstant(m, "DONE", DONE) < 0 || PyModule_AddIntConstant(m, "MORE", MORE) < 0 ||
+    if (m && (PyModule_AddType(m, &SharingType) < 0 || PyModule_AddIntConstant(m, "DONE", DONE) < 0 || PyModule_AddIntConstant(m, "MORE", MORE) < 0 ||
               PyModule_AddIntConstant(m, "IRREGULAR", IRREGULAR) < 0)) {
         Py_DECREF(m);
         return NULL;

@@ -23,11 +23,10 @@ from typing import IO, Any, BinaryIO
 from kprotocol.capture.exchanges import Connection, Exchange, Orphan, StreamProblem
 from kprotocol.capture.files import CaptureError
 from kprotocol.capture.segments import FLAG_SYN, SegmentProblem, TcpSegment
-from kprotocol.capture.walk import Walk
+from kprotocol.capture.walk import Walk, shared, sharing
 
 DEFAULT_PORTS = (9092,)
 SPILL_AFTER = 512
-OPENING_WEIGHT = 4096  # bytes a new connection counts for when connections are shared out (`share`)
 CLOSE_AFTER = 64  # packets to wait after a close for late (reordered) segments of the connection
 ACK = 0x10
 DETECT_APIS = (18, 3)  # ApiVersions, Metadata: what every client sends first
@@ -61,9 +60,6 @@ class _Pending:
     closed_at: int | None = None  # the packet that closed it
     finished: bool = False
     rejected: bool = False  # with detection: its first exchange was not Kafka
-    skipped: bool = False  # decoded by another process of a parallel decode (`share`)
-    index: int = 0  # in first-packet order among the capture's connections
-    owner: int = 0  # the process of a parallel decode that decodes it
 
     def hold(self, exchanges: list[Exchange]) -> None:
         self.held += exchanges
@@ -92,10 +88,10 @@ class _Pending:
 class CaptureDecode:
     """The exchanges of one capture; iterate once. `orphans` and `problems` fill in as it goes.
 
-    `share=(k, n)` decodes only the connections of process k of n reading the same capture: each new
-    connection goes to the process with the fewest payload bytes so far (every process counts every
-    segment, so all of them agree without talking); `releasing` is the index of the connection whose
-    exchanges `marked()` is giving. The packet-level problems are process 0's."""
+    `share=(k, n)` decodes only the connections of process k of n reading the same capture (see
+    `kprotocol.capture.walk.sharing`: the processes agree without talking); `releasing` is the first
+    packet of the connection whose exchanges `marked()` is giving, so the outputs of all n merge
+    into one process's order. The packet-level problems are process 0's."""
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO | Iterable[TcpSegment | SegmentProblem],
                  ports: Iterable[int] = DEFAULT_PORTS, detect: bool = False, share: tuple[int, int] = (0, 1)) -> None:
@@ -109,7 +105,6 @@ class CaptureDecode:
         self.problems: list[Problem] = []
         self.packets = 0
         self.connections = 0
-        self.loads = [0] * share[1]  # payload bytes of each process's connections so far
         self.releasing = -1
 
     def __iter__(self) -> Iterator[Exchange]:
@@ -124,6 +119,8 @@ class CaptureDecode:
                 yield from self._decode(self._segments(stream))
         elif hasattr(self.source, "read"):
             yield from self._decode(self._segments(self.source))  # type: ignore[arg-type]
+        elif self.share[1] > 1:
+            yield from self._decode(shared(self.source, sharing(*self.share, self.ports)))  # type: ignore[arg-type]
         else:
             yield from self._decode(self.source)  # type: ignore[arg-type]
 
@@ -132,8 +129,17 @@ class CaptureDecode:
         ended: set[Key] = set()
         line: deque[_Pending] = deque()     # connections in first-packet order
         closing: deque[_Pending] = deque()  # closed (FIN both ways, or RST), finished a little later
-        shared = self.share[1] > 1
         for item in items:
+            # Finish connections closed more than CLOSE_AFTER packets ago, whatever the packets between
+            # (a process decoding a share of the connections does not see all of them).
+            while closing and closing[0].closed_at + CLOSE_AFTER < item.number:  # type: ignore[operator]
+                done = closing.popleft()
+                self._finish(done)
+                for k in ((*done.connection.client, *done.connection.server),
+                          (*done.connection.server, *done.connection.client)):
+                    if table.get(k) is done:
+                        del table[k]
+                    ended.add(k)
             if isinstance(item, SegmentProblem):
                 if self.share[0] == 0:
                     self.problems.append(PacketProblem(item.number, item.message))
@@ -151,23 +157,11 @@ class CaptureDecode:
                     continue
                 table[key] = table[(item.dst, item.dport, item.src, item.sport)] = pending
                 line.append(pending)
-            if shared:
-                self.loads[pending.owner] += len(item.payload)
-            if pending.skipped:
-                pending.connection.track_close(item)
-            elif not pending.rejected:
+            if not pending.rejected:
                 self._collect(pending, pending.connection.segment(item))
             if pending.connection.closed and pending.closed_at is None:
                 pending.closed_at = item.number
                 closing.append(pending)
-            while closing and closing[0].closed_at + CLOSE_AFTER <= item.number:  # type: ignore[operator]
-                done = closing.popleft()
-                self._finish(done)
-                for k in ((*done.connection.client, *done.connection.server),
-                          (*done.connection.server, *done.connection.client)):
-                    if table.get(k) is done:
-                        del table[k]
-                    ended.add(k)
             head = line[0] if line else None
             if head is not None and (head.held or head.finished or head.spill is not None):
                 yield from self._flush(line)
@@ -179,14 +173,14 @@ class CaptureDecode:
         if not pending.finished:
             pending.finished = True
             pending.connection.closed = True
-            if not pending.rejected and not pending.skipped:
+            if not pending.rejected:
                 self._collect(pending, pending.connection.finish())
 
     def _segments(self, stream: BinaryIO) -> Iterator[TcpSegment | SegmentProblem]:
         damage: list[CaptureError] = []
         walk = None
         try:
-            walk = Walk(stream, damage)
+            walk = Walk(stream, damage, sharing=sharing(*self.share, self.ports) if self.share[1] > 1 else None)
             yield from walk
         except CaptureError as exc:
             damage.append(exc)
@@ -208,12 +202,7 @@ class CaptureDecode:
             return None
         self.connections += 1
         pending = _Pending(Connection(client, server, segment.number, synced=bool(segment.flags & FLAG_SYN)))
-        pending.index = self.connections - 1
-        if self.share[1] > 1:
-            pending.owner = min(range(self.share[1]), key=self.loads.__getitem__)
-            self.loads[pending.owner] += OPENING_WEIGHT
-            pending.skipped = pending.owner != self.share[0]
-        pending.confirmed = server[1] in self.ports and not pending.skipped
+        pending.confirmed = server[1] in self.ports
         return pending
 
     def _collect(self, pending: _Pending, exchanges: list[Exchange]) -> None:
@@ -231,7 +220,7 @@ class CaptureDecode:
     def _flush(self, line: deque[_Pending]) -> Iterator[Exchange | None]:
         while line:
             head = line[0]
-            self.releasing = head.index
+            self.releasing = head.connection.first_packet
             if head.confirmed:
                 yield from head.release()
             if not head.finished:
@@ -240,8 +229,7 @@ class CaptureDecode:
             if head.confirmed:
                 self.orphans += head.connection.orphans
                 self.problems += head.connection.problems
-            if not head.skipped:
-                yield None
+            yield None
 
 
 def _opens(segment: TcpSegment) -> bool:

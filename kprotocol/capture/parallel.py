@@ -1,14 +1,14 @@
 """One capture decoded by several processes at once, its JSON lines in the order one process writes.
 
-Every process reads the whole file (reading packets is the cheap part) and decodes its share of the
-connections (`CaptureDecode(share=(k, n))`: each new connection goes to the process with the fewest
-payload bytes so far, which every process works out alike). Each writes, to a file of its own, per
-connection it decodes: a start mark with the connection's index, its lines in length-prefixed
-blocks, an empty block. The parent follows those files as they grow and hands out connection i's
-blocks from the process whose next start mark says i, as `Span`s of the file that a writer copies
-with `sendfile` (no copy through the parent): the output equals a single process's, no process ever
-waits for the parent, and memory stays that of one decoder per process. Needs fork (Linux, macOS);
-the orphans and problems come back at the end.
+Every process reads the whole file (reading packets is the cheap part; the compiled walk drops the
+other processes' segments) and decodes its share of the connections (`CaptureDecode(share=(k, n))`,
+which every process works out alike). Each writes, to a file of its own, per connection it decodes:
+a start mark with the connection's first packet, its lines in length-prefixed blocks, an empty
+block. The parent follows those files as they grow and, once every process has marked its next
+connection (or ended), hands out the blocks of the one that started first, as `Span`s of the file
+that a writer copies with `sendfile` (no copy through the parent): the output equals a single
+process's, no process ever waits for the parent, and memory stays that of one decoder per process.
+Needs fork (Linux, macOS); the orphans and problems come back at the end.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ BLOCK = 1 << 18  # a process writes its lines in blocks of about this size, each
 # an empty block ends a connection
 CHUNK = 1 << 20
 SIZE = struct.Struct(">I")
-START = 0xFFFFFFFF  # in place of a block length: a connection starts, its index follows
+START = 0xFFFFFFFF  # in place of a block length: a connection starts, its first packet follows
+MARK = struct.Struct(">IQ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,19 +91,22 @@ def decode_blocks(path: str | os.PathLike[str], ports: tuple[int, ...], jobs: in
     try:
         for k in range(jobs):
             children.append(_Child.start(path, ports, (k, jobs), line, directory / str(k)))
-        index, idle = 0, 0.0005
-        while not all(child.done for child in children):
-            child = next((c for c in children if c.next_index() == index), None)
-            if child is None:  # its process has not started giving connection `index` yet
+        idle = 0.0005
+        while True:
+            marks = [(child.next_first(), child) for child in children if not child.done]
+            marks = [(first, child) for first, child in marks if not child.done]
+            if not marks:
+                break
+            if any(first is None for first, _ in marks):  # a process has not marked its next connection yet
                 time.sleep(idle)
                 idle = min(idle * 2, 0.02)
                 continue
-            yield from child.connection()
-            index, idle = index + 1, 0.0005
+            yield from min(marks, key=lambda mark: mark[0])[1].connection()  # type: ignore[arg-type,return-value]
+            idle = 0.0005
         for child in children:
             part: Outcome = pickle.loads(child.result.read_bytes()[1:])
             outcome.packets = max(outcome.packets, part.packets)
-            outcome.connections = max(outcome.connections, part.connections)
+            outcome.connections += part.connections
             outcome.orphans += part.orphans
             outcome.problems += part.problems
         outcome.problems.sort(key=lambda p: isinstance(p, StreamProblem))  # packet problems first
@@ -122,7 +126,7 @@ class _Child:
     fd: int | None = None
     at: int = 0  # the offset of the next block's length
     size: int = 0  # of the file, when last looked at
-    started: int | None = None  # the index of the connection whose start mark was read last
+    started: int | None = None  # the first packet of the connection whose start mark was read last
     done: bool = False  # exited, and every byte of its file taken
     exited: bool = False
 
@@ -136,18 +140,18 @@ class _Child:
             _run(path, ports, share, line, output, result)  # never returns
         return cls(pid, output, result)
 
-    def next_index(self) -> int | None:
-        """The index of the connection this process gives next, once its start mark is written (without
-        waiting); None before that, and once the process has written everything."""
-        if self.started is None and self._has(2 * SIZE.size, wait=False):
-            mark, index = struct.unpack(">II", _pread(self.fd, 2 * SIZE.size, self.at))  # type: ignore[arg-type]
+    def next_first(self) -> int | None:
+        """The first packet of the connection this process gives next, once its start mark is written
+        (without waiting); None before that, and once the process has written everything."""
+        if self.started is None and self._has(MARK.size, wait=False):
+            mark, first = MARK.unpack(_pread(self.fd, MARK.size, self.at))  # type: ignore[arg-type]
             if mark != START:
                 raise RuntimeError("a decoding process wrote a block outside a connection")
-            self.started, self.at = index, self.at + 2 * SIZE.size
+            self.started, self.at = first, self.at + MARK.size
         return self.started
 
     def connection(self) -> Iterator[Span]:
-        """The blocks of the connection whose start mark `next_index` read, up to its empty block."""
+        """The blocks of the connection whose start mark `next_first` read, up to its empty block."""
         while True:
             if not self._has(SIZE.size):
                 raise RuntimeError("a decoding process ended inside a connection")
@@ -223,7 +227,7 @@ def _run(path: str | os.PathLike[str], ports: tuple[int, ...], share: tuple[int,
             for exchange in capture.marked():
                 if capture.releasing != current:  # the first of a connection's exchanges, or its end
                     current = capture.releasing
-                    out.write(SIZE.pack(START) + SIZE.pack(current))
+                    out.write(MARK.pack(START, current))
                 if exchange is not None:
                     if (text := line(exchange)) is None:
                         continue
