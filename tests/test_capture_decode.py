@@ -296,3 +296,58 @@ def test_parallel_decode_to_a_file_and_a_pipe(tmp_path: Path) -> None:
     piped = subprocess.run([*command, "-j", "2"], stdout=subprocess.PIPE, check=True).stdout
     assert single.read_bytes().count(b"\n") > 100
     assert parallel.read_bytes() == single.read_bytes() == piped
+
+
+def _error_code_keys(node: object, out: dict[int, int]) -> dict[int, int]:
+    """The reference: every non-zero "errorCode" key of a message's own JSON (no userdata annotations)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "errorCode" and isinstance(value, int) and value:
+                out[value] = out.get(value, 0) + 1
+            else:
+                _error_code_keys(value, out)
+    elif isinstance(node, list):
+        for item in node:
+            _error_code_keys(item, out)
+    return out
+
+
+@pytest.mark.parametrize("name, port", [("clients.pcap", PORT), ("data.pcap", 36897), ("sasl.pcap", None),
+                                        ("gateway.pcap", None)])
+def test_error_codes_and_json_without_records(name: str, port: int | None) -> None:
+    """`error_codes` counts the errorCode fields of the decoded message, nested ones too, as its JSON
+    has them; `to_json(records=False)` is `to_json()` with the raw records fields null."""
+    from kprotocol.capture.exchanges import error_codes
+
+    path = CAPTURES / name
+    ports = (port,) if port else tuple({p for p in _ports(path)})
+    found = exchanges = 0
+    for exchange in decode_capture(path, ports):
+        exchanges += 1
+        for message in (exchange.request, exchange.response):
+            if message is not None:
+                expected = _error_code_keys(message.to_json(exchange.api_version), {})
+                assert error_codes(message) == expected, exchange.conn
+                found += sum(expected.values())
+        full, lean = exchange.to_json(), exchange.to_json(records=False)
+        for batches in full.get("recordBatches", []):
+            *parents, leaf = batches["path"].split("/")[1:]
+            node = full
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            assert node[leaf] is not None
+            node[leaf] = None
+        assert lean == full
+    assert exchanges > 20 and (found or name in ("data.pcap", "gateway.pcap"))
+    assert error_codes(None) == {}
+
+
+def _ports(path: Path) -> set[int]:
+    """The server ports of a capture: where the SYN-ACKs come from."""
+    ports = set()
+    for packet in read_packets(path.open("rb")):
+        eth = dpkt.ethernet.Ethernet(packet.data) if packet.link_type == 1 else None
+        tcp = getattr(getattr(eth, "data", None), "data", None)
+        if isinstance(tcp, dpkt.tcp.TCP) and tcp.flags & dpkt.tcp.TH_SYN and tcp.flags & dpkt.tcp.TH_ACK:
+            ports.add(tcp.sport)
+    return ports

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kprotocol.cli import main as cli_main
 from kprotocol.pipeline import plan_offsets, run_offsets
@@ -242,3 +244,25 @@ def test_captures_report_damage_and_keep_the_rest(spark, tmp_path) -> None:
     assert found[0][1:] == found[1][1:]
     assert {k: v for k, v in found[0][0].items() if k != "splits"} == {k: v for k, v in found[1][0].items()
                                                                         if k != "splits"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(), st.text().map(str.encode)), max_size=40))
+def test_string_columns_take_utf8_bytes_as_they_are(values: list) -> None:
+    """`to_arrow` builds a string column from UTF-8 bytes (orjson's output) and str alike: the column
+    reads back as the same strings, nulls in place, through Parquet too."""
+    import io
+
+    import pyarrow as pa
+
+    from kprotocol.pipeline.tables import WRITE_OPTIONS, to_arrow
+
+    schema = pa.schema([("text", pa.string()), ("n", pa.int64())])
+    rows = [{"text": v, "n": i} for i, v in enumerate(values)]
+    table = to_arrow(rows, schema)
+    table.validate(full=True)
+    expected = [v.decode() if isinstance(v, bytes) else v for v in values]
+    assert table.column("text").to_pylist() == expected
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **WRITE_OPTIONS)
+    assert pq.read_table(io.BytesIO(sink.getvalue())).to_pylist() == [{"text": t, "n": i} for i, t in enumerate(expected)]

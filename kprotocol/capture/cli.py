@@ -21,6 +21,7 @@ from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_captur
 from kprotocol.capture.exchanges import Exchange, error_codes
 from kprotocol.capture.parallel import Outcome, decode_blocks
 from kprotocol.registry import api_classes
+from kprotocol.tools.gcmode import long_run_gc
 from kprotocol.tools.jsontext import dumps
 
 
@@ -119,6 +120,11 @@ def _jobs(args: argparse.Namespace, file: Path) -> int:
 
 
 def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with long_run_gc():  # forked -j processes inherit it
+        return _decode(args, out, err)
+
+
+def _decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _check_files(args.files)
     apis = set(args.api or ())
 
@@ -206,7 +212,7 @@ def _add(row: _Row, exchange: Exchange) -> None:
     else:
         row.no_response += 1
     if exchange.response is not None:
-        error_codes(exchange.response.to_json(exchange.api_version), row.errors)
+        error_codes(exchange.response, row.errors)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -245,6 +251,11 @@ def _table(doc: dict[str, Any]) -> str:
 
 
 def run_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with long_run_gc():
+        return _summary(args, out, err)
+
+
+def _summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _check_files(args.files)
     status = 0
     for file in args.files:

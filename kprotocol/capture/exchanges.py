@@ -105,7 +105,7 @@ class Exchange:
         request, out = self.request, set()
         if request is None:
             return out
-        present = {f.name for f in type(request)._spec if f.present(self.api_version)}  # type: ignore[attr-defined]
+        present = _present(type(request), self.api_version)
         for name in ("group_id", "groups", "group_ids", "coordinator_keys"):
             value = getattr(request, name) if name in present else None
             if isinstance(value, str):
@@ -117,7 +117,9 @@ class Exchange:
         out.discard(None)  # type: ignore[arg-type]
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, records: bool = True) -> dict[str, Any]:
+        """The exchange as one JSON object; with `records=False` the raw records fields are null
+        (their summaries are under `recordBatches` either way)."""
         request = self.request_frame
         doc: dict[str, Any] = {"conn": self.conn, "correlationId": self.correlation_id, "apiKey": self.api_key,
                                "apiVersion": self.api_version}
@@ -131,9 +133,9 @@ class Exchange:
         except KeyError:
             pass
         batches: list[dict[str, Any]] = []
-        doc["request"] = self._body(self.request, "/request", batches)
+        doc["request"] = self._body(self.request, "/request", batches, records)
         if self.response_frame is not None:
-            doc["response"] = self._body(self.response, "/response", batches)
+            doc["response"] = self._body(self.response, "/response", batches, records)
         _frame_keys(doc, "request", request)
         if self.request_error is not None:
             doc["requestError"] = self.request_error
@@ -150,30 +152,59 @@ class Exchange:
             doc["recordBatches"] = batches
         return doc
 
-    def _body(self, message: Message | None, path: str, batches: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _body(self, message: Message | None, path: str, batches: list[dict[str, Any]],
+              records: bool) -> dict[str, Any] | None:
         if message is None:
             return None
-        body = annotate(message.to_json(self.api_version), message, self.protocol)
+        body = annotate(message.to_json(self.api_version, records), message, self.protocol)
         _records(message, body, path, batches)
         return body
 
 
-def error_codes(doc: Any, out: dict[int, int] | None = None) -> dict[int, int]:
-    """Every non-zero `errorCode` in a JSON body, counted (top level and nested)."""
+def error_codes(message: Message | None, out: dict[int, int] | None = None) -> dict[int, int]:
+    """Every non-zero `errorCode` field of a decoded message, counted (top level and nested; not the
+    codes inside decoded userdata, which are not Kafka's)."""
     out = {} if out is None else out
-    pending = [doc]
+    pending: list[Any] = [] if message is None else [message]
     while pending:
         node = pending.pop()
-        if type(node) is dict:
-            for key, value in node.items():
-                kind = type(value)
-                if kind is dict or kind is list:
+        codes, below = _ERROR_FIELDS.get(type(node)) or _error_fields(type(node))
+        for index in codes:
+            if code := node[index]:
+                out[code] = out.get(code, 0) + 1
+        for index, many in below:
+            if (value := node[index]) is not None:
+                if many:
+                    pending += value
+                else:
                     pending.append(value)
-                elif key == "errorCode" and kind is int and value:
-                    out[value] = out.get(value, 0) + 1
-        elif type(node) is list:
-            pending += [item for item in node if type(item) is dict or type(item) is list]
     return out
+
+
+_PRESENT: dict[tuple[type, int], frozenset[str]] = {}
+
+
+def _present(cls: type, version: int) -> frozenset[str]:
+    """The names of the fields `cls` has at `version`."""
+    names = _PRESENT.get((cls, version))
+    if names is None:
+        names = _PRESENT[(cls, version)] = frozenset(f.name for f in cls._spec if f.present(version))  # type: ignore[attr-defined]
+    return names
+
+
+_ERROR_FIELDS: dict[type, tuple[tuple[int, ...], tuple[tuple[int, bool], ...]]] = {}
+
+
+def _error_fields(cls: type) -> tuple[tuple[int, ...], tuple[tuple[int, bool], ...]]:
+    """(indexes of the errorCode fields, (index, is an array) of the struct fields with some below) of `cls`."""
+    codes, below = [], []
+    for index, spec in enumerate(cls._spec):  # type: ignore[attr-defined]
+        if spec.json_name == "errorCode" and spec.type == "int16":
+            codes.append(index)
+        elif spec.struct is not None and any(_ERROR_FIELDS.get(spec.struct) or _error_fields(spec.struct)):
+            below.append((index, spec.type == "array"))
+    _ERROR_FIELDS[cls] = plan = (tuple(codes), tuple(below))
+    return plan
 
 
 FLAGS = ("requestGap", "responseGap", "requestTruncated", "responseTruncated", "requestAfterResync",
@@ -286,16 +317,12 @@ class Connection:
             for event in self.down.segment(segment):
                 self._response_events(self.responses.chunk(event) if isinstance(event, StreamChunk)
                                       else self._gap("response", self.responses, event))
-        self.track_close(segment)
-        return self._ready()
-
-    def track_close(self, segment: TcpSegment) -> None:
-        """Closed after a RST, or a FIN each way (all a parallel decoder's other processes follow)."""
-        if segment.flags & FLAG_RST:
+        if segment.flags & FLAG_RST:  # closed after a RST, or a FIN each way
             self.closed = True
         elif segment.flags & FLAG_FIN:
             self.fins += 1
             self.closed = self.fins >= 2
+        return self._ready()
 
     def stream_bytes(self, from_client: bool, offset: int, data: bytes) -> list[Exchange]:
         """Feed bytes of one direction's stream directly (no TCP underneath: recorded byte streams)."""

@@ -29,6 +29,7 @@ from kprotocol.capture.files import CaptureError, Split, plan_splits
 from kprotocol.capture.segments import SegmentProblem, TcpSegment
 from kprotocol.capture.walk import Walk
 from kprotocol.pipeline.files import InputFile, filesystem
+from kprotocol.tools.jsontext import dumps
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
 PROBLEMS = "problems"  # the second part of a key that carries a problem row instead of a segment
@@ -109,20 +110,19 @@ def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tu
         yield key, items if key[1] == PROBLEMS else pack((key[1:3], key[3:5]), items)
 
 
-def _without_records(doc: dict[str, Any], batches: list[dict[str, Any]]) -> None:
-    """Null the records fields (base64 of raw batches) that `batches` summarise, in place."""
-    for field in batches:
-        *parents, leaf = field["path"].split("/")[1:]
-        node: Any = doc
-        for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        node[leaf] = None
+def _json(value: Any) -> bytes | None:
+    """JSON as UTF-8 bytes (the string columns take them as they are); None stays None."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # a lone surrogate from a Java string: the escaping writer
+        return dumps(value).encode()
 
 
 def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
-    doc = exchange.to_json()
+    doc = exchange.to_json(records=False)  # records are summarised in record_batches_json
     batches = doc.get("recordBatches", [])
-    _without_records(doc, batches)
     request, response = exchange.request, exchange.response
     groups = sorted(exchange.group_ids())
     member = getattr(request, "member_id", None) or getattr(response, "member_id", None) or None
@@ -137,12 +137,11 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
         "request_first_packet": exchange.request_frame.first, "request_last_packet": exchange.request_frame.last,
         "response_first_packet": None if response_frame is None else response_frame.first,
         "response_last_packet": None if response_frame is None else response_frame.last,
-        "error_codes": sorted(error_codes(doc.get("response"))), "flags": [f for f in FLAGS if doc.get(f)],
+        "error_codes": sorted(error_codes(response)), "flags": [f for f in FLAGS if doc.get(f)],
         "no_response_reason": exchange.no_response, "request_error": exchange.request_error,
         "response_error": exchange.response_error,
-        "request_json": None if doc["request"] is None else orjson.dumps(doc["request"]).decode(),
-        "response_json": None if doc.get("response") is None else orjson.dumps(doc["response"]).decode(),
-        "record_batches_json": orjson.dumps(batches).decode() if batches else None,
+        "request_json": _json(doc["request"]), "response_json": _json(doc.get("response")),
+        "record_batches_json": _json(batches) if batches else None,
     }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from operator import itemgetter
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
@@ -20,6 +21,7 @@ from kprotocol.pipeline.files import filesystem
 
 STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 STRS = pa.list_(pa.string())
+WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}  # half snappy's size, and faster to write
 
 SCHEMAS: dict[str, pa.Schema] = {
     # Every record of the coordinator topics, decoded as `kprotocol offsets decode` does.
@@ -88,7 +90,8 @@ def write_part(out: str, table: str, part: int, rows: list[dict], prefix: str = 
     names its parts with its own prefix, so the offsets and captures jobs share `problems`."""
     fsys, path = filesystem(table_dir(out, table))
     fsys.create_dir(path, recursive=True)
-    pq.write_table(to_arrow(rows, SCHEMAS[table]), f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys)
+    pq.write_table(to_arrow(rows, SCHEMAS[table]), f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys,
+                   **WRITE_OPTIONS)
 
 
 class PartWriter:
@@ -113,7 +116,7 @@ class PartWriter:
 
     def _flush(self) -> None:
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.where, self.schema, filesystem=self.fsys)
+            self.writer = pq.ParquetWriter(self.where, self.schema, filesystem=self.fsys, **WRITE_OPTIONS)
         self.writer.write_table(to_arrow(self.rows, self.schema))
         self.count += len(self.rows)
         self.rows.clear()
@@ -128,14 +131,30 @@ class PartWriter:
 
 def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
     """Rows to a table column by column (several times faster than `Table.from_pylist`): one C-level
-    `itemgetter` call per row, transposed by `zip`."""
+    `itemgetter` call per row, transposed by `zip`. A string column may hold UTF-8 `bytes` (JSON from
+    orjson, valid by construction): those become the column's buffers as they are."""
     names = schema.names
     try:
         columns = list(zip(*map(itemgetter(*names), rows))) if rows else [() for _ in names]
     except KeyError:  # rows that leave columns out: those are null
         columns = [[row.get(name) for row in rows] for name in names]
-    return pa.Table.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+    return pa.Table.from_arrays([_array(column, field.type) for column, field in zip(columns, schema)],
                                 schema=schema)
+
+
+def _array(column: tuple | list, kind: pa.DataType) -> pa.Array:
+    if kind != STR or not any(type(value) is bytes for value in column):
+        return pa.array(column, type=kind)
+    utf8 = [value.encode() if type(value) is str else value for value in column]
+    lengths = np.fromiter((0 if value is None else len(value) for value in utf8), np.int64, len(utf8))
+    offsets = np.zeros(len(utf8) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] >= 1 << 31:  # past 32-bit offsets: let pyarrow check and split it
+        return pa.array([None if v is None else v.decode() for v in utf8], type=kind)
+    nulls = sum(value is None for value in utf8)
+    valid = pa.array([value is not None for value in utf8], pa.bool_()).buffers()[1] if nulls else None
+    return pa.StringArray.from_buffers(len(utf8), pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(b"".join(v for v in utf8 if v is not None)), valid, nulls)
 
 
 def reset(out: str, tables: tuple[str, ...], prefix: str = "part") -> None:

@@ -47,6 +47,10 @@ def _value_to_json(kind: str, value: Any, version: int) -> Any:
     return value
 
 
+def _value_to_json_without_records(kind: str, value: Any, version: int) -> Any:
+    return None if kind == "records" else _value_to_json(kind, value, version)
+
+
 PLAIN, STRUCT, STRUCT_ARRAY, PLAIN_ARRAY, SPECIAL_ARRAY, SPECIAL = range(6)
 _SPECIAL = frozenset({"bytes", "records", "uuid", "float64"})
 Plan = tuple[tuple[int, str, int, bool, Any, str], ...]
@@ -70,13 +74,16 @@ def _to_json_plan(cls: type[Struct], version: int) -> Plan:
     return result
 
 
-def struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
+def struct_to_json(obj: Struct, version: int, records: bool = True) -> dict[str, Any]:
+    """`obj` in Kafka's JSON shape; with `records=False`, records fields are null (for callers that
+    summarise records apart and would throw their base64 away)."""
+    special = _value_to_json if records else _value_to_json_without_records
     if _compiled is not None:
-        return _compiled(obj, version, _TO_JSON_PLANS, _to_json_plan, _value_to_json)
-    return py_struct_to_json(obj, version)
+        return _compiled(obj, version, _TO_JSON_PLANS, _to_json_plan, special)
+    return py_struct_to_json(obj, version, special)
 
 
-def py_struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
+def py_struct_to_json(obj: Struct, version: int, special: Any = _value_to_json) -> dict[str, Any]:
     plan = _TO_JSON_PLANS.get((type(obj), version)) or _to_json_plan(type(obj), version)
     out: dict[str, Any] = {}
     for index, name, code, tagged, default, kind in plan:
@@ -86,15 +93,15 @@ def py_struct_to_json(obj: Struct, version: int) -> dict[str, Any]:
         if value is None or code == PLAIN:
             out[name] = value
         elif code == STRUCT:
-            out[name] = py_struct_to_json(value, version)
+            out[name] = py_struct_to_json(value, version, special)
         elif code == STRUCT_ARRAY:
-            out[name] = [py_struct_to_json(x, version) for x in value]
+            out[name] = [py_struct_to_json(x, version, special) for x in value]
         elif code == PLAIN_ARRAY:
             out[name] = list(value)
         elif code == SPECIAL_ARRAY:
-            out[name] = [_value_to_json(kind, x, version) for x in value]
+            out[name] = [special(kind, x, version) for x in value]
         else:
-            out[name] = _value_to_json(kind, value, version)
+            out[name] = special(kind, value, version)
     return out
 
 

@@ -159,11 +159,12 @@ class Message(Struct):
             raise exc.within(type(self).__name__) from None
         raise AssertionError("compiled and Python encoders disagree")  # pragma: no cover
 
-    def to_json(self, version: int) -> dict[str, Any]:
+    def to_json(self, version: int, records: bool = True) -> dict[str, Any]:
+        """Kafka's JSON shape at `version` (records fields null with `records=False`)."""
         from kprotocol.runtime.json_codec import struct_to_json
 
         self._codec(self._decoders, version)
-        return struct_to_json(self, version)
+        return struct_to_json(self, version, records)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], version: int) -> Self:
