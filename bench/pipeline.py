@@ -10,7 +10,7 @@ input, in one run:
 - the single-process CLI (`kprotocol offsets decode ...` / `kprotocol capture decode ...` > /dev/null),
 - the Spark job with `local[1]` and `local[2]`, each in a fresh process, its SparkSession start-up
   (to a first action) timed apart from the job itself,
-and prints records (or exchanges)/s, MB/s, the speed-up from one core to two, per-core rate
+(kprotocol's bytecode compiled first, as a wheel install has it) and prints records (or exchanges)/s, MB/s, the speed-up from one core to two, per-core rate
 against the single-process decoder, and the fixed start cost; for captures also the machine's own
 ceiling: how much more two single-process decoders side by side get done than one alone.
 """
@@ -18,6 +18,7 @@ ceiling: how much more two single-process decoders side by side get done than on
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import resource
 import shutil
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--split-mb", type=int, default=16)
     parser.add_argument("--captures-mb", type=int, default=0, help="also the captures job on this much (0: skip)")
     args = parser.parse_args()
+    compileall.compile_dir(ROOT / "kprotocol", quiet=1)  # as a wheel install has it; every process would compile
     if args.size_mb:
         offsets(args.size_mb, args.partitions, args.split_mb)
     if args.captures_mb:

@@ -21,6 +21,7 @@ from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
 from kprotocol.pipeline.tables import SCHEMAS, PartWriter, paused_gc, reset, table_dir, write_part
+from kprotocol.tools.gcmode import long_run_gc
 
 SEGMENT_SUFFIXES = (".log",)
 
@@ -122,7 +123,8 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
     def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, int]]:
         for uri, share in shares:
             exchanges = PartWriter(out, "exchanges", index, prefix="capture-owned")
-            problems, connections = owned_rows(uri, share, ports, exchanges.add)
+            with long_run_gc():  # rows are streamed out: the collector stays on, seldom
+                problems, connections = owned_rows(uri, share, ports, exchanges.add)
             write_part(out, "problems", index, problems, prefix="capture-owned")
             yield from (("exchanges", exchanges.close()), ("problems", len(problems)), ("connections", connections))
     return run
