@@ -21,15 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import orjson
-
 from kprotocol.capture.decode import CaptureDecode, PacketProblem, decode_segments
 from kprotocol.capture.exchanges import FLAGS, Exchange, error_codes
 from kprotocol.capture.files import CaptureError, Split, plan_splits
 from kprotocol.capture.segments import SegmentProblem, TcpSegment
 from kprotocol.capture.walk import Walk
 from kprotocol.pipeline.files import InputFile, filesystem
-from kprotocol.tools.jsontext import dumps
+from kprotocol.pipeline.tables import json_bytes
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
 PROBLEMS = "problems"  # the second part of a key that carries a problem row instead of a segment
@@ -110,16 +108,6 @@ def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tu
         yield key, items if key[1] == PROBLEMS else pack((key[1:3], key[3:5]), items)
 
 
-def _json(value: Any) -> bytes | None:
-    """JSON as UTF-8 bytes (the string columns take them as they are); None stays None."""
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # a lone surrogate from a Java string: the escaping writer
-        return dumps(value).encode()
-
-
 def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
     doc = exchange.to_json(records=False)  # records are summarised in record_batches_json
     batches = doc.get("recordBatches", [])
@@ -140,8 +128,8 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
         "error_codes": sorted(error_codes(response)), "flags": [f for f in FLAGS if doc.get(f)],
         "no_response_reason": exchange.no_response, "request_error": exchange.request_error,
         "response_error": exchange.response_error,
-        "request_json": _json(doc["request"]), "response_json": _json(doc.get("response")),
-        "record_batches_json": _json(batches) if batches else None,
+        "request_json": json_bytes(doc["request"]), "response_json": json_bytes(doc.get("response")),
+        "record_batches_json": json_bytes(batches) if batches else None,
     }
 
 

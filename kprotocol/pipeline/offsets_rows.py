@@ -4,16 +4,14 @@ a coordinator-topic segment. Pure Python: Spark tasks and the single-process pat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
-
-import orjson
 
 from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, type_names
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit
+from kprotocol.pipeline.tables import json_bytes
 from kprotocol.records import RecordBatch, decode_control
 from kprotocol.records.segment import SegmentProblem, read_segment_bytes
 
@@ -28,15 +26,6 @@ MEMBER_TYPES = {GROUP_METADATA, CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUME
 def coordinator_topic(topic: str | None) -> str:
     """The coordinator topic whose record types a partition directory holds (default: offsets)."""
     return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
-
-
-def _json(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # a lone surrogate from a Java string: the standard library escapes it
-        return json.dumps(value, separators=(",", ":"))
 
 
 def _problem(decoded: Row) -> str | None:
@@ -88,7 +77,7 @@ def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: st
             key, value = decoded["key"], decoded["value"]
             data = key.get("data") or {}
             row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
-                       group=data.get("group", data.get("groupId")), key_json=_json(key), value_json=_json(value),
+                       group=data.get("group", data.get("groupId")), key_json=json_bytes(key), value_json=json_bytes(value),
                        problem=_problem(decoded))
             if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
                 yield from _derived(row, key, value, batch.is_transactional)

@@ -8,11 +8,14 @@ directory as one table.
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
@@ -127,6 +130,16 @@ class PartWriter:
             self._flush()
         self.writer.close()  # type: ignore[union-attr]
         return self.count
+
+
+def json_bytes(value: Any) -> bytes | None:
+    """A JSON column's value as UTF-8 bytes (`to_arrow` takes them as they are); None stays None."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # a lone surrogate from a Java string: the standard library escapes it
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
