@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import tempfile
 
 from pathlib import Path
 
@@ -139,6 +140,22 @@ def _walked(capture: bytes, split=None, share=None) -> tuple[list, list[str]]:
     return items, [str(p) for p in problems]
 
 
+def _walked_file(capture: bytes) -> tuple[list, list[str]]:
+    """`_walked` from a file on disk, which `Walk` maps instead of reading."""
+    from kprotocol.capture.walk import Walk
+
+    problems: list[CaptureError] = []
+    items: list = []
+    with tempfile.TemporaryFile() as file:
+        file.write(capture)
+        file.seek(0)
+        try:
+            items += Walk(file, problems)
+        except CaptureError as exc:
+            problems.append(exc)
+    return items, [str(p) for p in problems]
+
+
 def _mixed(link_type: int, frame, nano: bool = False, pcapng: bool = True) -> bytes:
     """A capture of TCP segments (IPv4 and IPv6), a UDP datagram and a runt, framed by `frame`."""
     out = io.BytesIO()
@@ -172,7 +189,7 @@ def test_the_compiled_walk_gives_what_the_python_readers_give(link: str, contain
     capture = _mixed(link_type, frame, nano=container == "pcap-nano", pcapng=container == "pcapng")
     reference = _reference(capture)
     assert len(reference[0]) == 11 and sum(hasattr(item, "payload") for item in reference[0]) == 10
-    assert _walked(capture) == reference
+    assert _walked(capture) == reference == _walked_file(capture)
 
 
 @settings(max_examples=150, deadline=None)
@@ -198,7 +215,7 @@ def test_the_compiled_walk_equals_the_python_readers_on_damaged_captures(name: s
         else:
             del capture[at:]
     raw = bytes(capture)
-    assert _walked(raw) == _reference(raw)
+    assert _walked(raw) == _reference(raw) == _walked_file(raw)
     _check_shares(raw, PORTS[name])
     try:
         splits = plan_splits(io.BytesIO(raw), data.draw(st.integers(500, 20_000)))

@@ -33,6 +33,7 @@ MAX_BLOCK = 256 << 20  # larger than any packet a capture tool writes (snaplen i
 TSRESOL = 9
 MAX_PACKET = 256 << 10  # Wireshark's largest standard packet
 MAX_SCAN = 1 << 20  # how far past damage to look for the next block or record
+PAST_END = 1 << 62  # the offset of a reader that found nothing plausible after damage: past any end
 
 
 class CaptureError(DecodeError):
@@ -214,7 +215,7 @@ def _pcap(stream: BinaryIO, kind: Format, at: Position, end: int | None,
             _resume(stream, problems, error)
             found = _next_record(stream, offset + 1, record, kind.limit, at.last_time)
             if found is None:
-                at.offset = 1 << 62  # nothing plausible follows: past any end
+                at.offset = PAST_END  # nothing plausible follows
                 return
             at.offset = found
             continue
@@ -255,7 +256,7 @@ def _pcapng(stream: BinaryIO, at: Position, end: int | None,
             _resume(stream, problems, error)
             found = _next_block(stream, offset + 4, at.order)
             if found is None:
-                at.offset = 1 << 62  # nothing plausible follows: past any end
+                at.offset = PAST_END  # nothing plausible follows
                 return
             at.offset = found
             continue

@@ -21,11 +21,13 @@ and the compiled walk drops the other processes' segments before they become Pyt
 
 from __future__ import annotations
 
+import io
+import mmap
 import os
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from kprotocol.capture.files import CaptureError, Packet, Split, open_capture, packets_from
+from kprotocol.capture.files import PAST_END, CaptureError, Packet, Split, open_capture, packets_from
 from kprotocol.capture.segments import SegmentProblem, TcpSegment, tcp_segments
 
 try:
@@ -103,33 +105,52 @@ class Walk:
     def _walk(self) -> Iterator[TcpSegment | SegmentProblem]:
         stream, kind, at, end = self.stream, self.kind, self.at, self.end
         big = (kind.order if kind.pcap else at.order) == ">"
-        buffer, base = b"", at.offset  # buffer holds the file's bytes from offset base
-        at.pending = b""  # the Python readers read it again after a seek
-        eof = False
-        while end is None or at.offset < end:
-            stop = 1 << 62 if end is None else end - base
-            interfaces = tuple(at.interfaces)
-            segments, position, at.number, last, status = _walk.walk(
-                buffer, at.offset - base, stop, kind.pcap, big, kind.link_type, kind.unit, kind.limit,
-                interfaces, at.number, TcpSegment, self.sharing)
-            at.offset = base + position
-            if last is not None:
-                at.last_time = last
-            yield from segments
-            if status == _walk.MORE and not eof:
-                stream.seek(base + len(buffer))
-                more = stream.read(max(CHUNK, len(buffer) - (at.offset - base)))
-                buffer, base, eof = buffer[at.offset - base:] + more, at.offset, not more
-                continue
-            if status == _walk.DONE:
-                break
-            start = at.offset  # irregular, or the truncated end: the Python readers take one block
-            stream.seek(start)
-            yield from self._python(packets_from(stream, kind, at, start + 1, self.problems))
-            if at.offset == start:
-                break  # nothing more to read
-            big = (kind.order if kind.pcap else at.order) == ">"
-            buffer, base, eof = b"", at.offset, False
+        mapped = _mapped(stream)
+        try:
+            # buffer holds the file's bytes from offset base: all of them when the file is mapped
+            buffer, base, eof = (mapped, 0, True) if mapped is not None else (b"", at.offset, False)
+            at.pending = b""  # the Python readers read it again after a seek
+            while end is None or at.offset < end:
+                stop = at.offset - base + CHUNK  # a call gives at most about CHUNK bytes of segments
+                if end is not None:
+                    stop = min(stop, end - base)
+                segments, position, at.number, last, status = _walk.walk(
+                    buffer, at.offset - base, stop, kind.pcap, big, kind.link_type, kind.unit, kind.limit,
+                    tuple(at.interfaces), at.number, TcpSegment, self.sharing)
+                at.offset = base + position
+                if last is not None:
+                    at.last_time = last
+                yield from segments
+                if status == _walk.DONE:
+                    continue
+                if status == _walk.MORE and not eof:
+                    stream.seek(base + len(buffer))
+                    more = stream.read(max(CHUNK, len(buffer) - (at.offset - base)))
+                    buffer, base, eof = buffer[at.offset - base:] + more, at.offset, not more
+                    continue
+                start = at.offset  # irregular, or the truncated end: the Python readers take one block
+                stream.seek(start)
+                yield from self._python(packets_from(stream, kind, at, start + 1, self.problems))
+                if at.offset in (start, PAST_END):
+                    break  # nothing more to read, or nothing plausible after damage
+                big = (kind.order if kind.pcap else at.order) == ">"
+                if mapped is None:
+                    buffer, base, eof = b"", at.offset, False
+        finally:
+            if mapped is not None:
+                mapped.close()
+
+
+def _mapped(stream: BinaryIO) -> mmap.mmap | None:
+    """The whole file behind `stream`, mapped read-only (no copy through read buffers); None when it
+    cannot be (not a file, empty)."""
+    try:
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    if hasattr(mmap, "MADV_SEQUENTIAL"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return mapped
 
 
 __all__ = ["Sharing", "Walk", "shared", "sharing"]
