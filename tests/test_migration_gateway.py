@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import subprocess
 import sys
 import threading
@@ -102,6 +103,15 @@ def overlaps(histories: list[list[dict]]) -> list[str]:
     return found
 
 
+def assert_no_overlap(histories: list[list[dict]], where: Path) -> None:
+    """No task active in two instances at once; if one is, every instance's events are kept for a look
+    (with the gateway's log and each start's app log under `where`)."""
+    found = overlaps(histories)
+    if found:
+        (where / "events.json").write_text(json.dumps(histories))
+    assert found == [], f"events of every instance in {where / 'events.json'}"
+
+
 def longest_pause(times: dict[int, list[int]], start: int, end: int) -> int:
     """The longest gap between records of one output partition that overlaps [start, end] (the input
     never stops, so a gap is a task not processing)."""
@@ -165,7 +175,7 @@ def test_rolling_migration_gateway_restart_and_cut_over(kafka_broker: KafkaBroke
             assert counts == dict(sent)  # no loss, no duplicate
         else:
             assert all(counts.get(k, 0) >= n for k, n in sent.items())  # no loss
-        assert overlaps([a.events for a in retired + apps]) == []
+        assert_no_overlap([a.events for a in retired + apps], tmp_path)
         with Connection("127.0.0.1", kafka_broker.port) as conn:
             fetch = message_class("OffsetFetchRequest")
             committed = conn.send(fetch(groups=[fetch.OffsetFetchRequestGroup(group_id=app_id, topics=None)]),
@@ -210,7 +220,7 @@ def test_an_older_streams_release_takes_part(kafka_broker: KafkaBroker, tmp_path
         sent = feed.stop()
         counts, _ = output(kafka_broker.bootstrap, sink, sent)
         assert all(counts.get(k, 0) >= n for k, n in sent.items())
-        assert overlaps([a.events for a in apps]) == []
+        assert_no_overlap([a.events for a in apps], tmp_path)
     finally:
         if feed._thread.is_alive():
             feed.stop()

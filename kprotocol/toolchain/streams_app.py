@@ -11,6 +11,7 @@ one JSON line, collected in `events`. `streams_version` runs it on an older Kafk
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -59,8 +60,9 @@ class StreamsApp:
             **(extra or {}),
         }
         libs = legacy_streams_libs(streams_version) if streams_version else None
-        stderr_path = state_dir / "app.log"
         state_dir.mkdir(parents=True, exist_ok=True)
+        stderr_path = next(state_dir / f"app{n or ''}.log" for n in itertools.count()  # one log per start
+                           if not (state_dir / f"app{n or ''}.log").exists())
         process = subprocess.Popen(
             java_command(MAIN_CLASS, *(f"{k}={v}" for k, v in config.items()), libs=libs, heap="384m"),
             stdout=subprocess.PIPE, stderr=stderr_path.open("wb"), stdin=subprocess.DEVNULL, text=True,
