@@ -266,3 +266,19 @@ def test_string_columns_take_utf8_bytes_as_they_are(values: list) -> None:
     sink = io.BytesIO()
     pq.write_table(table, sink, **WRITE_OPTIONS)
     assert pq.read_table(io.BytesIO(sink.getvalue())).to_pylist() == [{"text": t, "n": i} for i, t in enumerate(expected)]
+
+
+def test_json_columns_escape_a_lone_surrogate() -> None:
+    """A Java string may carry a lone surrogate, which UTF-8 cannot hold: the column gets it escaped, and
+    reads back as the same string."""
+    import pyarrow as pa
+
+    from kprotocol.pipeline.tables import json_bytes, to_arrow
+
+    value = {"memberId": "m-\ud800", "n": [1, None]}
+    data = json_bytes(value)
+    assert json.loads(data) == value and data.decode("ascii")
+    assert json_bytes({"a": "é"}) == '{"a":"é"}'.encode()
+    assert json_bytes(None) is None
+    table = to_arrow([{"text": data}], pa.schema([("text", pa.string())]))
+    assert json.loads(table.column("text")[0].as_py()) == value

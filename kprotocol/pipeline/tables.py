@@ -148,7 +148,10 @@ def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
     orjson, valid by construction): those become the column's buffers as they are."""
     names = schema.names
     try:
-        columns = list(zip(*map(itemgetter(*names), rows))) if rows else [() for _ in names]
+        if len(names) == 1:  # itemgetter of one name gives the value itself, not a tuple
+            columns = [[row[names[0]] for row in rows]]
+        else:
+            columns = list(zip(*map(itemgetter(*names), rows))) if rows else [() for _ in names]
     except KeyError:  # rows that leave columns out: those are null
         columns = [[row.get(name) for row in rows] for name in names]
     return pa.Table.from_arrays([_array(column, field.type) for column, field in zip(columns, schema)],
