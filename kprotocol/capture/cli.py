@@ -20,6 +20,7 @@ import orjson
 from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_capture
 from kprotocol.capture.exchanges import Exchange, error_codes
 from kprotocol.capture.parallel import Outcome, decode_blocks
+from kprotocol.capture.walk import MAX_SHARES
 from kprotocol.registry import api_classes
 from kprotocol.tools.gcmode import long_run_gc
 from kprotocol.tools.jsontext import dumps
@@ -39,8 +40,8 @@ def parse_ports(text: str) -> tuple[int, ...]:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a number of processes (1 or more), not {text!r}")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SHARES:
+        raise argparse.ArgumentTypeError(f"a number of processes (1 to {MAX_SHARES}), not {text!r}")
     return int(text)
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kprotocol.capture.walk import MAX_SHARES
 from kprotocol.pipeline.capture_rows import (CAPTURE_SUFFIXES, connection_rows, keyed_segments, owned_rows,
                                              plan_capture)
 from kprotocol.pipeline.files import list_inputs
@@ -134,7 +135,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
                  split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
                  ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, int]:
     """Decode pcap/pcapng captures into the exchanges table (and problems). A capture of n splits gets
-    min(n, cores) tasks; up to `owners_max` of them each read it whole and decode their share of its
+    min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their share of its
     connections. Beyond that its splits are read in parallel, their segments shuffled by connection,
     each connection decoded whole in one task."""
     spark = spark or spark_session(master)
@@ -146,7 +147,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     shuffled = []
     for file in inputs:
         tasks = min(max(1, -(-file.size // max(1, split_bytes))), sc.defaultParallelism)
-        if tasks <= owners_max:
+        if tasks <= min(owners_max, MAX_SHARES):
             owned += [(file.uri, (k, tasks)) for k in range(tasks)]
         else:
             shuffled.append(file)
