@@ -135,9 +135,9 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
                  split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
                  ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, int]:
     """Decode pcap/pcapng captures into the exchanges table (and problems). A capture of n splits gets
-    min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their share of its
-    connections. Beyond that its splits are read in parallel, their segments shuffled by connection,
-    each connection decoded whole in one task."""
+    min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their
+    share of its connections. Beyond that its splits are read in parallel, their segments shuffled by
+    connection, each connection decoded whole in one task."""
     spark = spark or spark_session(master)
     sc = spark.sparkContext
     inputs = list_inputs(paths, CAPTURE_SUFFIXES)
