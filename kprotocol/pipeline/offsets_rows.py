@@ -11,7 +11,7 @@ from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTI
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit
-from kprotocol.pipeline.tables import json_bytes
+from kprotocol.pipeline.tables import json_text
 from kprotocol.records import RecordBatch, decode_control
 from kprotocol.records.segment import SegmentProblem, read_segment_bytes
 
@@ -77,7 +77,7 @@ def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: st
             key, value = decoded["key"], decoded["value"]
             data = key.get("data") or {}
             row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
-                       group=data.get("group", data.get("groupId")), key_json=json_bytes(key), value_json=json_bytes(value),
+                       group=data.get("group", data.get("groupId")), key_json=json_text(key), value_json=json_text(value),
                        problem=_problem(decoded))
             if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
                 yield from _derived(row, key, value, batch.is_transactional)
