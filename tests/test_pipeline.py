@@ -265,7 +265,8 @@ def test_string_columns_take_utf8_bytes_as_they_are(values: list) -> None:
     assert table.column("text").to_pylist() == expected
     sink = io.BytesIO()
     pq.write_table(table, sink, **WRITE_OPTIONS)
-    assert pq.read_table(io.BytesIO(sink.getvalue())).to_pylist() == [{"text": t, "n": i} for i, t in enumerate(expected)]
+    read = pq.read_table(io.BytesIO(sink.getvalue())).to_pylist()
+    assert read == [{"text": t, "n": i} for i, t in enumerate(expected)]
 
 
 def test_json_columns_escape_a_lone_surrogate() -> None:

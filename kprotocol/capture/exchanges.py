@@ -188,7 +188,8 @@ def _present(cls: type, version: int) -> frozenset[str]:
     """The names of the fields `cls` has at `version`."""
     names = _PRESENT.get((cls, version))
     if names is None:
-        names = _PRESENT[(cls, version)] = frozenset(f.name for f in cls._spec if f.present(version))  # type: ignore[attr-defined]
+        spec = cls._spec  # type: ignore[attr-defined]
+        names = _PRESENT[(cls, version)] = frozenset(f.name for f in spec if f.present(version))
     return names
 
 

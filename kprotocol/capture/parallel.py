@@ -94,7 +94,7 @@ def decode_blocks(path: str | os.PathLike[str], ports: tuple[int, ...], jobs: in
         idle = 0.0005
         while True:
             marks = [(child.next_first(), child) for child in children if not child.done]
-            marks = [(first, child) for first, child in marks if not child.done]
+            marks = [(first, child) for first, child in marks if not child.done]  # next_first may find it done
             if not marks:
                 break
             if any(first is None for first, _ in marks):  # a process has not marked its next connection yet

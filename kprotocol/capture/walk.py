@@ -8,10 +8,11 @@ everything else.
     Walk(stream, problems, sharing=sharing(k, n, ports))  # process k of n: its connections' segments
 
 The result is `tcp_segments(read_packets(stream, problems, split))`, item for item. `_walk.walk` runs
-over a buffer of the file (the file mapped into memory, or read in chunks) and stops before any block it does not take as regular (section and
-interface blocks, damage, a packet that is not plain TCP); the Python readers (files.py and
-segments.py, the reference) read that one block, and the walk goes on after it. Streams that cannot
-seek, and installs without the compiled extension, are read by the Python readers alone.
+over a buffer of the file (the file mapped into memory, or read in chunks) and stops before any block
+it does not take as regular (section and interface blocks, damage, a packet that is not plain TCP);
+the Python readers (files.py and segments.py, the reference) read that one block, and the walk goes
+on after it. Streams that cannot seek, and installs without the compiled extension, are read by the
+Python readers alone.
 
 `sharing(k, n, ports)` shares the Kafka connections of a capture out among n processes that each
 read it whole: a port pair (either direction) seen for the first time goes to the process with the

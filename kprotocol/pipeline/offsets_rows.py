@@ -77,8 +77,8 @@ def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: st
             key, value = decoded["key"], decoded["value"]
             data = key.get("data") or {}
             row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
-                       group=data.get("group", data.get("groupId")), key_json=json_text(key), value_json=json_text(value),
-                       problem=_problem(decoded))
+                       group=data.get("group", data.get("groupId")), key_json=json_text(key),
+                       value_json=json_text(value), problem=_problem(decoded))
             if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
                 yield from _derived(row, key, value, batch.is_transactional)
         if row["problem"]:
