@@ -1,4 +1,9 @@
-"""The `kprotocol` command line: one subcommand per tool, each registered by its own module."""
+"""The `kprotocol` command line: one subcommand per tool, each registered by its own module.
+
+A command's module is imported only when that command runs (a Spark executor running `pipeline`
+needs neither the gateway nor the Kafka toolchain); `kprotocol --help` lists every command from
+the table below without importing any of them.
+"""
 
 from __future__ import annotations
 
@@ -10,37 +15,51 @@ import sys
 import kprotocol
 from kprotocol.tools.inputs import UsageError
 
-# Each module exposes `register(subparsers)`, adding its subcommand(s) with `func` set as the default.
-COMMAND_MODULES = (
-    "kprotocol.tools.demo",
-    "kprotocol.tools.frames",
-    "kprotocol.tools.message",
-    "kprotocol.streams.cli",
-    "kprotocol.records.cli",
-    "kprotocol.assignor.cli",
-    "kprotocol.streams_group.cli",
-    "kprotocol.toolchain.cli",
-    "kprotocol.pipeline.cli",
-    "kprotocol.capture.cli",
-    "compat.gateway.cli",
-)
+# Command -> (module exposing `register(subparsers)`, which adds it with `func` set as the default; its help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("kprotocol.tools.demo", "decode the sample data installed with kprotocol to JSON lines"),
+    "frames": ("kprotocol.tools.frames", "decode Kafka request/response byte streams"),
+    "message": ("kprotocol.tools.message", "decode or encode one message body"),
+    "streams-userdata": ("kprotocol.streams.cli", "decode Kafka Streams rebalance userdata"),
+    "offsets": ("kprotocol.records.cli", "decode __consumer_offsets (and other coordinator) segments"),
+    "assign": ("kprotocol.assignor.cli", "assign the tasks of a scenario JSON file"),
+    "streams-groups": ("kprotocol.streams_group.cli", "describe streams groups (KIP-1071)"),
+    "kafka": ("kprotocol.toolchain.cli", "Apache Kafka from Maven Central: resolve it, run a local broker"),
+    "pipeline": ("kprotocol.pipeline.cli", "bulk decoding on Spark into Parquet tables"),
+    "report": ("kprotocol.pipeline.cli", "rebalance timelines and tables from the pipeline's tables"),
+    "capture": ("kprotocol.capture.cli", "decode Kafka traffic in pcap/pcapng captures"),
+    "gateway": ("compat.gateway.cli", "a Kafka proxy that keeps clients on itself (migration gateway)"),
+}
+COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `command`, only that command's module is imported and the
+    others are listed by name and help (enough for `--help` and for an unknown command)."""
     parser = argparse.ArgumentParser(
         prog="kprotocol", description="Apache Kafka wire protocol and Kafka Streams rebalance tools.")
     parser.add_argument("--version", action="version", version=f"kprotocol {kprotocol.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    wanted = COMMAND_MODULES if command is None else tuple(m for n, (m, _) in COMMANDS.items() if n == command)
+    for module in wanted:
+        importlib.import_module(module).register(subparsers)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_text)
     return parser
+
+
+def _command(argv: list[str]) -> str:
+    """The command named in `argv` (the first word that is not an option), or "" for none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 USER_ERROR = 2  # as argparse: the command could not run on what it was given
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
