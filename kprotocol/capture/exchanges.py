@@ -129,7 +129,8 @@ class Exchange:
         doc["clientId"] = self.client_id
         try:
             doc["requestHeaderVersion"] = request_header_version(self.api_key, self.api_version)
-            doc["responseHeaderVersion"] = response_header_version(self.api_key, self.api_version)
+            if self.response_frame is not None:
+                doc["responseHeaderVersion"] = response_header_version(self.api_key, self.api_version)
         except KeyError:
             pass
         batches: list[dict[str, Any]] = []
@@ -354,6 +355,8 @@ class Connection:
 
     def _gap(self, direction: str, framer: Framer, gap: Any) -> list[Frame | Lost]:
         self.problems.append(StreamProblem(self.name, direction, gap.offset, gap.length, "not captured (a gap)"))
+        if direction == "response":  # whatever was waiting may have had its response in the gap
+            self._server_lost()
         return framer.gap(gap)
 
     def _ready(self) -> list[Exchange]:

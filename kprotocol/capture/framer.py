@@ -2,8 +2,9 @@
 
 Feed `StreamChunk`s and `StreamGap`s (from `reassembly.Direction`) in stream order; get `Frame`s
 and `Lost` byte ranges back. The 4-byte size prefixes are followed while the framer is in sync.
-A frame that overlaps a gap is returned with `gap=True` and the bytes before the gap; framing
-goes on at its known end. When a size prefix itself is lost (or the capture starts mid-stream),
+A frame that overlaps a gap is returned with `gap=True` and the bytes before the gap, once its
+known end has passed (its last packet is the last one carrying any of its bytes); framing goes on
+at that end. When a size prefix itself is lost (or the capture starts mid-stream),
 the framer resynchronises: it tries each offset with a validator that says whether a complete,
 decodable frame starts there (see `exchanges` for the request and response validators).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kprotocol.capture.reassembly import StreamChunk, StreamGap
 from kprotocol.runtime.primitives import I32
@@ -57,21 +58,26 @@ class Framer:
         self.buf = bytearray()
         self.start = 0                 # stream offset of buf[0]
         self.marks: deque[tuple[int, int, float]] = deque()  # (end offset, packet number, time) per chunk
-        self.skip_to: int | None = None  # the known end of a frame already reported as gapped
+        self.skip_to: int | None = None  # the known end of a frame cut by a gap
+        self.gapped: Frame | None = None  # that frame, returned once the bytes up to its end have passed
         self.resynced = not synced
         self.lost = 0                  # bytes dropped while resynchronising, not yet reported
 
     def chunk(self, chunk: StreamChunk) -> list[Frame | Lost]:
         data, offset = chunk.data, chunk.offset
+        out: list[Frame | Lost] = []
         if self.skip_to is not None:
+            if offset < self.skip_to:
+                self._carried(chunk)
             if offset + len(data) <= self.skip_to:
-                return []
+                return out
             data, offset, self.skip_to = data[self.skip_to - offset:], self.skip_to, None
+            out += self._release()
         if not self.buf:
             self.start = offset
         self.buf += data
         self.marks.append((offset + len(data), chunk.frame, chunk.time))
-        return self._frames()
+        return out + self._frames()
 
     def gap(self, gap: StreamGap) -> list[Frame | Lost]:
         out: list[Frame | Lost] = []
@@ -80,15 +86,17 @@ class Framer:
             if gap_end <= self.skip_to:
                 return out
             self.skip_to = None
+            out += self._release()
             self._unsync()
         elif self.synced and len(self.buf) >= 4:
             frame = self._partial(gap=True)
-            out.append(frame)
             frame_end = frame.offset + 4 + frame.size
-            if gap_end < frame_end:
-                self.skip_to = frame_end
-            elif gap_end > frame_end:
-                self._unsync()
+            if gap_end < frame_end:  # later packets carry the rest of it
+                self.skip_to, self.gapped = frame_end, frame
+            else:
+                out.append(frame)
+                if gap_end > frame_end:
+                    self._unsync()
         else:
             self._drop(len(self.buf))
             out += self._report_lost("lost with a gap in the capture")
@@ -100,7 +108,7 @@ class Framer:
 
     def finish(self) -> list[Frame | Lost]:
         """The stream ended: a partial frame is returned truncated, unframed bytes as lost."""
-        out: list[Frame | Lost] = []
+        out = self._release()
         if self.synced and len(self.buf) >= 4:
             out.append(self._partial(truncated=True))
             self.buf.clear()
@@ -110,6 +118,15 @@ class Framer:
         return out
 
     # ------------------------------------------------------------------ internals
+
+    def _carried(self, chunk: StreamChunk) -> None:
+        """`chunk` carries bytes of the frame cut by a gap: its packet is that frame's last so far."""
+        if self.gapped is not None:
+            self.gapped = replace(self.gapped, last=chunk.frame, time=chunk.time)
+
+    def _release(self) -> list[Frame | Lost]:
+        frame, self.gapped = self.gapped, None
+        return [] if frame is None else [frame]
 
     def _unsync(self) -> None:
         self.synced = False
