@@ -16,18 +16,20 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compat.classic import (HEARTBEAT, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, JOIN_GROUP, LEAVE_GROUP,
-                            REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicGroup, ClassicMember,
-                            GroupMetadataKey, admit)
-from compat.translate import (ClassicSubscription, assigned_tasks, classic_assignment, decode_subscription,
-                              owned_active_tasks)
+from compat.classic import (COMPLETING, HEARTBEAT, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, JOIN_GROUP, LEAVE_GROUP,
+                            REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicConfig, ClassicGroup,
+                            ClassicMember, GroupMetadataKey, admit)
+from compat.translate import (ClassicSubscription, assigned_tasks, assignment_info, classic_assignment,
+                              decode_subscription, owned_active_tasks)
+from kprotocol.streams import AssignmentInfo
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 from kprotocol.streams.model import NO_NEXT_REBALANCE
 from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator
 from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.coordinator import STREAMS_GROUP_DESCRIBE, STREAMS_GROUP_HEARTBEAT
-from kprotocol.streams_group.member import UNREVOKED_TASKS, Member
+from kprotocol.streams_group.member import UNRELEASED_TASKS, UNREVOKED_TASKS, Member, reconcile
+from kprotocol.streams_group.errors import FENCED_INSTANCE_ID, CoordinatorError
 from kprotocol.streams_group.records import CoordinatorRecord
 from kprotocol.streams_group.tasks import TaskSets
 from kprotocol.streams_group.topology import from_request, to_request
@@ -50,17 +52,20 @@ class ClassicInfo:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     client_id: str
+    delivered: AssignmentInfo | None = None  # what its last SyncGroup told it (None: a SyncGroup is due)
 
 
 class MigrationCoordinator:
     """Classic groups, streams groups and the conversions between them."""
 
     def __init__(self, config: GroupConfig = GroupConfig(), topics: Mapping[str, int] | None = None, *,
-                 group_configs: Mapping[str, GroupConfig] | None = None, classic_initial_delay_ms: int = 3_000) -> None:
+                 group_configs: Mapping[str, GroupConfig] | None = None, classic_initial_delay_ms: int = 3_000,
+                 classic_config: ClassicConfig = ClassicConfig()) -> None:
         self.streams = StreamsGroupCoordinator(config, topics, group_configs)
         self.classic: dict[str, ClassicGroup] = {}
         self.classic_info: dict[str, dict[str, ClassicInfo]] = {}
         self.classic_initial_delay_ms = classic_initial_delay_ms
+        self.classic_config = classic_config  # the broker's admission bounds for classic members
         self._pending_ids: set[str] = set()
 
     # --- inputs -------------------------------------------------------------------------------
@@ -79,7 +84,8 @@ class MigrationCoordinator:
                     self.classic.pop(r.key.group, None)
                 else:
                     self.classic[r.key.group] = ClassicGroup.from_record(r.key.group, r.value, now_ms,
-                                                                         self.classic_initial_delay_ms)
+                                                                         self.classic_initial_delay_ms,
+                                                                         self.classic_config)
         self.streams.replay(typed)
         self.streams.start_timers(now_ms)
 
@@ -133,6 +139,59 @@ class MigrationCoordinator:
                      if d is not None]
         return answers, records, min(deadlines, default=None)
 
+    # --- offset commits -----------------------------------------------------------------------
+
+    def validate_commit(self, group_id: str, member_id: str, epoch: int, instance_id: str | None,
+                        transactional: bool, version: int,
+                        partitions: Iterable[tuple[str | None, int]] = ()) -> int:
+        """The error code the group answers an OffsetCommit (or TxnOffsetCommit) of `partitions`
+        ((topic, partition); topic None where an id did not resolve) with: 0 to accept it.
+
+        A classic group follows Kafka's classic rules: an admin commit (no member, generation -1)
+        only while the group is empty, a transactional one without member always, a member's at the
+        current generation only, and no plain commit while the group completes a rebalance. In a
+        streams group a streams-protocol member is checked as the broker checks it. A classic member
+        of a streams group moves from epoch to epoch by its own JoinGroup and hears of its new
+        generation only from the SyncGroup that follows, so a commit at its previous epoch is
+        accepted for partitions it still owns since that epoch (KIP-848's rule for members
+        converging on a new epoch): a task it keeps is never refused for a rejoin it was asked to make."""
+        classic = self.classic.get(group_id)
+        if classic is not None:
+            return _classic_commit_error(classic, member_id, epoch, instance_id, transactional)
+        group = self.streams.group(group_id)
+        if group is None:
+            return 0
+        info = self.classic_info.get(group_id, {})
+        if member_id not in info or member_id not in group.members:
+            try:
+                self.streams.validate_commit(group_id, member_id, epoch, instance_id, transactional, version)
+            except CoordinatorError as exc:
+                return exc.code
+            return 0
+        member = group.members[member_id]
+        if instance_id is not None and group.static_members.get(instance_id, member_id) != member_id:
+            return FENCED_INSTANCE_ID
+        if epoch == member.member_epoch:
+            return 0
+        if epoch == member.previous_member_epoch and self._owned_since(group, member, epoch, partitions):
+            return 0
+        return ILLEGAL_GENERATION
+
+    @staticmethod
+    def _owned_since(group: Any, member: Member, epoch: int, partitions: Iterable[tuple[str | None, int]]) -> bool:
+        """Whether every partition belongs to an active task `member` holds, assigned at `epoch` or before."""
+        held = member.assigned.union(member.pending_revocation).active
+        subtopologies = {}
+        for s in group.topology.subtopologies if group.topology else ():
+            for topic in [*s.source_topics, *(t.name for t in s.repartition_source_topics)]:
+                subtopologies.setdefault(topic, []).append(s.subtopology_id)
+        for topic, partition in partitions:
+            owners = [sub for sub in subtopologies.get(topic, ()) if partition in held.get(sub, ())
+                      and member.active_epochs.get(sub, {}).get(partition, epoch) <= epoch]
+            if not owners:
+                return False
+        return True
+
     # --- classic groups -----------------------------------------------------------------------
 
     def _classic(self, token: Token, header: Message, req: Message, now: int,
@@ -143,7 +202,8 @@ class MigrationCoordinator:
             if api_key != JOIN_GROUP:
                 _, cls = api_classes(api_key)
                 return [(token, cls(error_code=UNKNOWN_MEMBER_ID))], []
-            group = self.classic[req.group_id] = ClassicGroup(req.group_id, self.classic_initial_delay_ms)
+            group = self.classic[req.group_id] = ClassicGroup(req.group_id, self.classic_initial_delay_ms,
+                                                              config=self.classic_config)
         if api_key == JOIN_GROUP:
             return group.join(token, header, req, now, client_host)
         if api_key == SYNC_GROUP:
@@ -206,7 +266,7 @@ class MigrationCoordinator:
         # The generation the classic members hold, so that their next heartbeat asks them to rejoin.
         generation = max(m.member_epoch for m in group.members.values())
         classic = ClassicGroup(group_id, self.classic_initial_delay_ms, generation=generation,
-                               protocol_type="consumer", protocol_name=STREAMS_PROTOCOL)
+                               protocol_type="consumer", protocol_name=STREAMS_PROTOCOL, config=self.classic_config)
         for member_id, m in group.members.items():
             info = infos[member_id]
             classic.members[member_id] = ClassicMember(
@@ -233,7 +293,7 @@ class MigrationCoordinator:
                       client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
         _, cls = api_classes(JOIN_GROUP)
         group = self.streams.group(req.group_id)
-        member_id, refusal = admit(header, req, group.members, self._pending_ids)
+        member_id, refusal = admit(header, req, group.members, self._pending_ids, self.classic_config)
         if refusal is not None:
             return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
@@ -283,17 +343,23 @@ class MigrationCoordinator:
             return ILLEGAL_GENERATION
         return group, member, info
 
+    def _assignment_info(self, group: Any, member: Member, info: ClassicInfo, next_rebalance_ms: int) -> AssignmentInfo:
+        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
+        versions = [i.subscription.info.latest_supported_version for i in self.classic_info[group.group_id].values()]
+        return assignment_info(member, info.subscription, group.topology, counts, group.members.values(),
+                               min(versions), next_rebalance_ms)
+
     def _sync_streams(self, req: Message, now: int) -> Message:
         _, cls = api_classes(SYNC_GROUP)
         found = self._classic_member(req)
         if isinstance(found, int):
             return cls(error_code=found)
         group, member, info = found
-        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
-        versions = [i.subscription.info.latest_supported_version for i in self.classic_info[req.group_id].values()]
         probe = now + PROBING_INTERVAL_MS if member.assigned.warmup else NO_NEXT_REBALANCE
-        assignment = classic_assignment(member, info.subscription, group.topology, counts, group.members.values(),
-                                        min(versions), probe)
+        told = self._assignment_info(group, member, info, probe)
+        info.delivered = told
+        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
+        assignment = classic_assignment(told, info.subscription, group.topology, counts)
         return cls(protocol_type="consumer", protocol_name=STREAMS_PROTOCOL, assignment=assignment)
 
     def _heartbeat_streams(self, req: Message, now: int) -> Message:
@@ -303,6 +369,58 @@ class MigrationCoordinator:
             return cls(error_code=found)
         group, member, info = found
         group.session_deadlines[member.member_id] = now + info.session_timeout_ms
-        moving = member.state != UNREVOKED_TASKS and (
-            not member.is_reconciled_to(group.assignment_epoch) or group.epoch > group.assignment_epoch)
-        return cls(error_code=REBALANCE_IN_PROGRESS if moving else 0)
+        return cls(error_code=REBALANCE_IN_PROGRESS if self.rejoin_reason(group, member, info) else 0)
+
+    def rejoin_reason(self, group: Any, member: Member, info: ClassicInfo) -> str | None:
+        """Why a classic member of a streams group must rejoin now, or None when what it holds is its
+        target. A classic member changes its tasks only through JoinGroup (which reports what it
+        owns and moves it through reconciliation) and SyncGroup (which tells it its tasks), so every
+        way its tasks can differ from the target asks for one:
+        - the target is being recomputed (the group epoch is ahead of the assignment epoch);
+        - it is behind the assignment epoch (a new target: tasks to take, or to give up);
+        - it holds tasks pending revocation, of any role: an active task's revocation is reported by
+          its owned partitions, a standby's or warm-up's by the tasks the SyncGroup gave it, and a
+          cooperative client rejoins by itself only after giving up partitions, never a standby;
+        - it waits for tasks another member held, and they are free now;
+        - what a SyncGroup would tell it now (tasks, roles, the other hosts' partitions) differs
+          from what it was told."""
+        if group.epoch > group.assignment_epoch:
+            return "the target assignment is being recomputed"
+        if member.member_epoch != group.assignment_epoch:
+            return f"member epoch {member.member_epoch} is behind assignment epoch {group.assignment_epoch}"
+        if member.state == UNREVOKED_TASKS:
+            return "tasks pending revocation"
+        if member.state == UNRELEASED_TASKS:
+            progressed = reconcile(member, group.assignment_epoch, group.target(member.member_id), group.owners,
+                                   member.assigned)
+            if progressed.assigned != member.assigned:
+                return "tasks released by other members"
+        if info.delivered is None:
+            return None  # its SyncGroup is still to come and will tell it the current state
+        now_told = self._assignment_info(group, member, info, info.delivered.next_rebalance_ms)
+        if now_told != info.delivered:
+            return "its assignment or the other hosts' partitions changed"
+        return None
+
+
+def _classic_commit_error(group: ClassicGroup, member_id: str, generation: int, instance_id: str | None,
+                          transactional: bool) -> int:
+    """Kafka's checks of an offset commit to a classic group."""
+    if generation < 0 and not group.members:
+        return 0  # an admin, or a consumer outside group management, commits for an empty group
+    if generation >= 0 or member_id or instance_id is not None:
+        if instance_id is not None:
+            static = next((m.member_id for m in group.members.values() if m.instance_id == instance_id), None)
+            if static is None:
+                return UNKNOWN_MEMBER_ID
+            if static != member_id:
+                return FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ILLEGAL_GENERATION
+    elif not transactional:
+        return UNKNOWN_MEMBER_ID  # no member nor generation: only while the group is empty
+    if not transactional and group.state == COMPLETING:
+        return REBALANCE_IN_PROGRESS
+    return 0

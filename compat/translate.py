@@ -95,10 +95,11 @@ def task_partitions(tasks: Tasks, topology: Any, partition_counts: Mapping[str, 
     return sorted(out, key=lambda x: (x[0], x[1]))
 
 
-def classic_assignment(member: Member, subscription: ClassicSubscription, topology: Any,
-                       partition_counts: Mapping[str, int], endpoints: Iterable[Member],
-                       commonly_supported_version: int, next_rebalance_ms: int = NO_NEXT_REBALANCE) -> bytes:
-    """The SyncGroup assignment of a classic member: its current tasks, warm-ups as standbys."""
+def assignment_info(member: Member, subscription: ClassicSubscription, topology: Any,
+                    partition_counts: Mapping[str, int], endpoints: Iterable[Member],
+                    commonly_supported_version: int, next_rebalance_ms: int = NO_NEXT_REBALANCE) -> AssignmentInfo:
+    """What a classic member is told in its AssignmentInfo: its current tasks (warm-ups as standbys,
+    the classic protocol has none) and the partitions of every endpoint."""
     active = task_partitions(member.assigned.active, topology, partition_counts)
     standby_tasks = tasks_of([*member.assigned.standby.items(), *member.assigned.warmup.items()])
     standby: dict[TaskId, list[TopicPartition]] = {}
@@ -115,17 +116,24 @@ def classic_assignment(member: Member, subscription: ClassicSubscription, topolo
         standby_by_host.append((host, tuple(TopicPartition(t, p) for t, p, _ in
                                             task_partitions(others, topology, partition_counts))))
     version = subscription.info.version
-    info = AssignmentInfo(
+    return AssignmentInfo(
         version=version, commonly_supported_version=min(commonly_supported_version, version),
         active_tasks=tuple(task for _, _, task in active),
         standby_tasks=tuple((task, tuple(tps)) for task, tps in sorted(standby.items())),
         partitions_by_host=tuple(by_host), standby_partitions_by_host=tuple(standby_by_host),
         next_rebalance_ms=next_rebalance_ms)
+
+
+def classic_assignment(info: AssignmentInfo, subscription: ClassicSubscription, topology: Any,
+                       partition_counts: Mapping[str, int]) -> bytes:
+    """The SyncGroup assignment carrying `info`: the active tasks' partitions and the userdata, in the
+    consumer-protocol version the member subscribed with."""
+    partitions: dict[str, list[int]] = {}
+    active = tasks_of((str(t.subtopology), [t.partition]) for t in info.active_tasks)
+    for topic, p, _ in task_partitions(active, topology, partition_counts):
+        partitions.setdefault(topic, []).append(p)
     low, high = Assignment.valid_versions
     consumer_version = max(low, min(subscription.version, high))
-    partitions: dict[str, list[int]] = {}
-    for topic, p, _ in active:
-        partitions.setdefault(topic, []).append(p)
     message = Assignment(assigned_partitions=[Assignment.TopicPartition(topic=t, partitions=ps)
                                               for t, ps in partitions.items()], user_data=info.encode())
     return _VERSION.pack(consumer_version) + message.encode(consumer_version)

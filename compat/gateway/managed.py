@@ -16,6 +16,7 @@ import inspect
 import itertools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Collection
 from typing import Any
 
@@ -24,7 +25,7 @@ from compat.gateway.state import StateLog, StateTopic
 from compat.gateway.upstream import Upstream
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
-from kprotocol.streams_group.errors import CoordinatorError
+from kprotocol.streams_group.errors import STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
 from kprotocol.streams_group.records import CoordinatorRecord
 
 log = logging.getLogger("kprotocol.gateway")
@@ -32,6 +33,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT, STREAMS_GROUP_
 COORDINATED = {11, 12, 13, 14, 88, 89}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, StreamsGroup*
 API_KEYS = frozenset({*COORDINATED, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT})  # all it reads
 TOPICS_MAX_AGE_S = 0.5
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def now_ms() -> int:
@@ -51,6 +53,7 @@ class ManagedGroups:
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future] = {}
         self._topics_at = 0.0
+        self._topic_names: dict[uuid.UUID, str] = {}
         self._ticker: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
@@ -126,6 +129,7 @@ class ManagedGroups:
         response = await self.upstream.bootstrap.send(message_class("MetadataRequest")(topics=None))
         self.coordinator.set_topics({t.name: len(t.partitions) for t in response.topics
                                      if t.error_code == 0 and not t.is_internal})
+        self._topic_names = {t.topic_id: t.name for t in response.topics if t.error_code == 0 and t.name}
         self._topics_at = time.monotonic()
 
     async def _create_internal_topics(self) -> None:
@@ -160,14 +164,16 @@ class ManagedGroups:
     async def _offset_commit(self, header: Message, request: Message) -> Message:
         version = header.request_api_version
         transactional = header.request_api_key == TXN_OFFSET_COMMIT
-        epoch = request.generation_id_or_member_epoch
-        error = self._check_member(request.group_id, request.member_id, epoch, transactional, version)
+        partitions = [(await self._topic_name(t), p.partition_index) for t in request.topics for p in t.partitions]
+        error = self.coordinator.validate_commit(
+            request.group_id, request.member_id if version >= (3 if transactional else 1) else "",
+            request.generation_id_or_member_epoch if version >= (3 if transactional else 1) else -1,
+            getattr(request, "group_instance_id", None), transactional, version, partitions)
         if error:
-            _, cls = api_classes(header.request_api_key)
-            part = cls.TxnOffsetCommitResponsePartition if transactional else cls.OffsetCommitResponsePartition
-            topic = cls.TxnOffsetCommitResponseTopic if transactional else cls.OffsetCommitResponseTopic
-            return cls(topics=[topic(name=t.name, partitions=[part(partition_index=p.partition_index, error_code=error)
-                                                               for p in t.partitions]) for t in request.topics])
+            log.info("group %s: %s v%d of member %s at epoch %d refused with error %d", request.group_id,
+                     "TxnOffsetCommit" if transactional else "OffsetCommit", version, request.member_id,
+                     request.generation_id_or_member_epoch, error)
+            return commit_refusal(header.request_api_key, request, error)
         changes = {"generation_id_or_member_epoch": -1, "member_id": ""}
         if hasattr(request, "group_instance_id"):
             changes["group_instance_id"] = None
@@ -180,7 +186,7 @@ class ManagedGroups:
             for g in request.groups:
                 member_id = getattr(g, "member_id", None)
                 if member_id is not None:
-                    error = self._check_member(g.group_id, member_id, g.member_epoch, False, 9)
+                    error = self._check_fetch(g.group_id, member_id, g.member_epoch)
                     if error:
                         _, cls = api_classes(OFFSET_FETCH)
                         return cls(groups=[cls.OffsetFetchResponseGroup(group_id=x.group_id, error_code=error)
@@ -193,29 +199,37 @@ class ManagedGroups:
         upstream = await self.upstream.coordinator(group_id)
         return await upstream.send(request, version)
 
-    def _check_member(self, group_id: str, member_id: str, epoch: int, transactional: bool, version: int) -> int:
-        """0 when `member_id` at `epoch` (a generation for classic members) may commit for the group."""
-        if epoch < 0 and member_id == "":
-            return 0
-        classic = self.coordinator.classic.get(group_id)
-        if classic is not None:
-            member = classic.members.get(member_id)
-            if member is None:
-                return 25
-            return 0 if epoch == classic.generation else 22
+    def _check_fetch(self, group_id: str, member_id: str, epoch: int) -> int:
+        """0 when `member_id` at `epoch` may fetch the group's offsets (a classic member: its generation)."""
         group = self.coordinator.streams.group(group_id)
-        if group is None:
+        if group is None or (epoch < 0 and not member_id):
             return 0
         member = group.members.get(member_id)
         if member is None:
-            return 25
-        if member_id in self.coordinator.classic_info.get(group_id, {}):
-            return 0 if epoch == member.member_epoch else 22
-        try:
-            self.coordinator.streams.validate_commit(group_id, member_id, epoch, None, transactional, version)
-        except CoordinatorError as exc:
-            return exc.code
-        return 0
+            return UNKNOWN_MEMBER_ID
+        return 0 if epoch == member.member_epoch else STALE_MEMBER_EPOCH
+
+    async def _topic_name(self, topic: Message) -> str | None:
+        """The name of a commit's topic: named from v0 on, by id in OffsetCommit v10 and TxnOffsetCommit v6."""
+        name = getattr(topic, "name", "")
+        if name or topic.topic_id == ZERO_UUID:
+            return name
+        if topic.topic_id not in self._topic_names:
+            self._topics_at = 0.0
+            await self._refresh_topics()
+        return self._topic_names.get(topic.topic_id)
+
+
+def commit_refusal(api_key: int, request: Message, error: int) -> Message:
+    """An OffsetCommit or TxnOffsetCommit answer refusing every partition of `request` with `error`,
+    each topic named as the request named it (by name, or by id from OffsetCommit v10 and TxnOffsetCommit v6)."""
+    _, cls = api_classes(api_key)
+    transactional = api_key == TXN_OFFSET_COMMIT
+    part = cls.TxnOffsetCommitResponsePartition if transactional else cls.OffsetCommitResponsePartition
+    topic = cls.TxnOffsetCommitResponseTopic if transactional else cls.OffsetCommitResponseTopic
+    return cls(topics=[topic(name=t.name, topic_id=t.topic_id,
+                             partitions=[part(partition_index=p.partition_index, error_code=error)
+                                         for p in t.partitions]) for t in request.topics])
 
 
 async def _maybe_await(value: Any) -> Any:
