@@ -25,8 +25,8 @@ from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.assignment import AssignmentSettings, compute_targets
 from kprotocol.streams_group.errors import (FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
                                             GROUP_MAX_SIZE_REACHED, INVALID_REQUEST, STALE_MEMBER_EPOCH,
-                                            STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID,
-                                            UNSUPPORTED_VERSION, CoordinatorError)
+                                            STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR,
+                                            UNRELEASED_INSTANCE_ID, UNSUPPORTED_VERSION, CoordinatorError)
 from kprotocol.streams_group.group import StreamsGroup
 from kprotocol.streams_group.java_order import hash_order
 from kprotocol.streams_group.member import UNREVOKED_TASKS, Member, reconcile
@@ -34,14 +34,13 @@ from kprotocol.streams_group.records import CoordinatorRecord
 from kprotocol.streams_group.tasks import EMPTY, TaskSets, contains
 from kprotocol.streams_group.topology import (ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Configured,
                                               InternalTopic, configure, describe, from_request, required_topics,
-                                              same_topology, stateful_subtopologies)
+                                              same_topology, stateful_subtopologies, validate_names)
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
 OFFSET_COMMIT, OFFSET_FETCH, LEAVE_GROUP, TXN_OFFSET_COMMIT = 8, 9, 13, 28
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 INITIAL_DELAY_DETAIL = "Assignment delayed due to the configured initial rebalance delay."
 INTERVAL_DETAIL = "Assignment delayed due to the configured assignment interval."
-UNKNOWN_SERVER_ERROR = -1
 _ASSIGNMENT_CONFIGS = {"streams.assignor.name": "assignor", "streams.num.standby.replicas": "num_standby_replicas",
                        "streams.num.warmup.replicas": "num_warmup_replicas",
                        "streams.acceptable.recovery.lag": "acceptable_recovery_lag"}
@@ -210,17 +209,22 @@ class StreamsGroupCoordinator:
     def _heartbeat(self, header: Message, req: Message, version: int, now: int,
                    client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
         _, response_cls = api_classes(STREAMS_GROUP_HEARTBEAT)
+        group = self.groups.get(req.group_id)
+        saved = _soft_state(group) if group is not None else None
         try:
             _validate_heartbeat(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(req, response_cls, now)
             return self._member_heartbeat(header, req, response_cls, version, now, client_host)
-        except CoordinatorError as exc:
+        except CoordinatorError as exc:  # as in Kafka, a refused heartbeat changes nothing
+            if group is not None and saved is not None:
+                _restore_soft_state(group, saved)
             return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
 
     def _leave(self, req: Message, response_cls: Any, now: int) -> tuple[Message, list[CoordinatorRecord]]:
         group = self.group(req.group_id)
         if group is None:
+            self._throw_if_other_group(req.group_id)
             raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         if req.shutdown_application and group.shutdown_requested_by is None:
             group.shutdown_requested_by = req.member_id
@@ -233,8 +237,7 @@ class StreamsGroupCoordinator:
             zeroed = {s: dict.fromkeys(ps, 0) for s, ps in member.assigned.active.items()}
             left = dataclasses.replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
                                        active_epochs=zeroed)
-            group.session_deadlines.pop(member.member_id, None)
-            group.rebalance_deadlines.pop(member.member_id, None)
+            group.rebalance_deadlines.pop(member.member_id, None)  # the session time-out stays: it expires then
             return response, self._apply(group, [rec.current_assignment(group.group_id, left)])
         return response, self._apply(group, self._fence(group, member.member_id, now))
 
@@ -243,10 +246,8 @@ class StreamsGroupCoordinator:
         group_id, cfg = req.group_id, self.config_for(req.group_id)
         joining = req.member_epoch == 0
         hb = _Heartbeat()
-        if joining:
-            group = self.groups.get(group_id)
-            if group is None or not group.exists:
-                group = self.groups[group_id] = StreamsGroup(group_id)
+        if joining:  # a new group (or an empty classic one it replaces) is kept only if the heartbeat succeeds
+            group = self.groups.get(group_id) or StreamsGroup(group_id)
             if req.member_id not in group.members and len(group.members) >= cfg.max_size:  # rejoining: not counted
                 raise CoordinatorError(GROUP_MAX_SIZE_REACHED, "The streams group has reached its maximum "
                                                                f"capacity of {cfg.max_size} members.")
@@ -383,6 +384,7 @@ class StreamsGroupCoordinator:
                                                       "encountered a fatal error and requested a shutdown for the "
                                                       "entire application."))
         changes["status"] = [response_cls.Status(status_code=c, status_detail=d) for c, d in hb.statuses]
+        self.groups[group_id] = group
         return response.replace(**changes), self._apply(group, hb.records)
 
     @staticmethod
@@ -406,10 +408,9 @@ class StreamsGroupCoordinator:
                     records: list[CoordinatorRecord]) -> tuple[Member, str | None]:
         """The member the heartbeat is from, and the id of a static member it replaces."""
         if req.instance_id is None:
-            if joining:
-                member = group.members.get(req.member_id) or Member(req.member_id)
-            else:
-                member = _member_or_throw(group, req.member_id)
+            if joining:  # a member still in the group rejoins as it is (Kafka checks no epoch on a join)
+                return group.members.get(req.member_id) or Member(req.member_id), None
+            member = _member_or_throw(group, req.member_id)
             _check_epoch(member, req.member_epoch, owned)
             return member, None
         existing_id = group.static_members.get(req.instance_id)
@@ -418,9 +419,7 @@ class StreamsGroupCoordinator:
             _check_epoch(member, req.member_epoch, owned)
             return member, None
         if existing_id is None or existing_id == req.member_id:
-            member = group.members.get(req.member_id) or Member(req.member_id)
-            _check_epoch(member, req.member_epoch, owned)
-            return member, None
+            return group.members.get(req.member_id) or Member(req.member_id), None
         old = group.members[existing_id]
         if old.member_epoch != STATIC_LEAVE_EPOCH:
             raise CoordinatorError(UNRELEASED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
@@ -436,6 +435,9 @@ class StreamsGroupCoordinator:
         return new, existing_id
 
     def _topology(self, group: StreamsGroup, req: Message, records: list[CoordinatorRecord]) -> Any:
+        if req.topology is not None and len({s.subtopology_id for s in req.topology.subtopologies}) != \
+                len(req.topology.subtopologies):
+            raise CoordinatorError(UNKNOWN_SERVER_ERROR)  # Kafka's map of subtopologies refuses a duplicate id
         if req.topology is None:
             if group.topology is None:
                 raise CoordinatorError(UNKNOWN_SERVER_ERROR,
@@ -536,8 +538,19 @@ class StreamsGroupCoordinator:
     def _existing_group(self, group_id: str) -> StreamsGroup:
         group = self.group(group_id)
         if group is None:
+            self._throw_if_other_group(group_id)
             raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
         return group
+
+    def is_other_group(self, group_id: str) -> bool:
+        """Whether `group_id` names a group that exists but is not a streams group: an empty classic group,
+        such as the one an admin's offset commit creates (Kafka keeps it while it has offsets)."""
+        group = self.groups.get(group_id)
+        return group is not None and not group.exists and bool(group.offsets)
+
+    def _throw_if_other_group(self, group_id: str) -> None:
+        if self.is_other_group(group_id):
+            raise CoordinatorError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
 
     def _group_for_replay(self, group_id: str) -> StreamsGroup:
         group = self.groups.get(group_id)
@@ -553,8 +566,10 @@ class StreamsGroupCoordinator:
         for group_id in req.group_ids:
             group = self.group(group_id)
             if group is None or group.topology is None:
+                message = f"Group {group_id} is not a streams group." if self.is_other_group(group_id) else \
+                    f"Group {group_id} not found."
                 groups.append(response_cls.DescribedGroup(error_code=GROUP_ID_NOT_FOUND, group_id=group_id,
-                                                          error_message=f"Group {group_id} not found."))
+                                                          error_message=message))
                 continue
             groups.append(self.describe_group(group, response_cls, version))
         return response_cls(groups=groups)
@@ -677,10 +692,11 @@ class StreamsGroupCoordinator:
     # --- LeaveGroup -----------------------------------------------------------------------------
 
     def _leave_group(self, req: Message, version: int, now: int) -> tuple[Message, list[CoordinatorRecord]]:
+        """Kafka answers UNKNOWN_MEMBER_ID for every member of a streams group (streams-protocol members leave
+        by heartbeat); the classic members compat keeps in a streams group (`classic_members`) do leave."""
         _, response_cls = api_classes(LEAVE_GROUP)
-        group = self.group(req.group_id)
-        if group is None:
-            return response_cls(error_code=GROUP_ID_NOT_FOUND), []
+        group = self.group(req.group_id) or StreamsGroup(req.group_id)
+        classic = self.classic_members.get(req.group_id, set())
         identities = list(req.members) if version >= 3 else [None]
         records: list[CoordinatorRecord] = []
         answers = []
@@ -689,7 +705,7 @@ class StreamsGroupCoordinator:
             instance_id = identity.group_instance_id if identity is not None else None
             if instance_id is not None:
                 member_id = group.static_members.get(instance_id, member_id)
-            error = 0 if member_id in group.members else UNKNOWN_MEMBER_ID
+            error = 0 if member_id in group.members and member_id in classic else UNKNOWN_MEMBER_ID
             if error == 0:
                 records += self._apply(group, self._fence(group, member_id, now))
             if identity is not None:
@@ -709,9 +725,31 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
     return [topic_answer(t, [p.partition_index for p in t.partitions]) for t in req.topics], records
 
 
+_SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "configured", "topics_version", "session_deadlines",
+               "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by", "endpoint_information_epoch")
+
+
+def _soft_state(group: StreamsGroup) -> dict[str, Any]:
+    """What a heartbeat may change in a group besides its records (copied one level deep)."""
+    out = {}
+    for name in _SOFT_STATE:
+        value = getattr(group, name)
+        if isinstance(value, dict):
+            value = {k: v.copy() if isinstance(v, (dict, set)) else v for k, v in value.items()}
+        out[name] = value
+    return out
+
+
+def _restore_soft_state(group: StreamsGroup, saved: Mapping[str, Any]) -> None:
+    for name, value in saved.items():
+        setattr(group, name, value)
+
+
 def _validate_heartbeat(req: Message) -> None:
-    """The request-level checks Kafka makes before a heartbeat reaches its group."""
+    """The request-level checks Kafka makes before a heartbeat reaches its group (the topology's topic
+    names first of all)."""
     if req.topology is not None:
+        validate_names(req.topology)
         for s in req.topology.subtopologies:
             if s.source_topic_regex:
                 raise CoordinatorError(INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")

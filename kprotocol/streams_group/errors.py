@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ILLEGAL_GENERATION = 22

@@ -8,12 +8,13 @@ INCORRECTLY_PARTITIONED_TOPICS) the heartbeat reports, as Kafka's group coordina
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kprotocol.registry import message_class
-from kprotocol.streams_group.errors import CoordinatorError, STREAMS_INVALID_TOPOLOGY
+from kprotocol.streams_group.errors import STREAMS_INVALID_TOPOLOGY, UNKNOWN_SERVER_ERROR, CoordinatorError
 from kprotocol.streams_group.java_order import hash_order
 
 TopologyValue = message_class("StreamsGroupTopologyValue")
@@ -48,6 +49,27 @@ def _convert(topology: Any, owner: Any, root: Any, config: Any) -> Any:
             source_topics=g.source_topics, source_topic_regex=g.source_topic_regex,
             repartition_source_topics=g.repartition_source_topics)
                             for g in s.copartition_groups]) for s in topology.subtopologies])
+
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def validate_names(topology: Any) -> None:
+    """Kafka's first check of a heartbeat's topology: no internal topics, only legal topic names."""
+    names: dict[str, None] = {}
+    for s in topology.subtopologies:
+        names.update(dict.fromkeys(s.source_topics))
+        names.update(dict.fromkeys(s.repartition_sink_topics))
+        names.update(dict.fromkeys(t.name for t in s.repartition_source_topics))
+        names.update(dict.fromkeys(t.name for t in s.state_changelog_topics))
+    internal = [n for n in names if n in INTERNAL_TOPICS]
+    if internal:
+        raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, f"Use of Kafka internal topics {','.join(internal)} in a "
+                                                         "Kafka Streams topology is prohibited.")
+    invalid = [n for n in names if n in (".", "..") or not _LEGAL_TOPIC.fullmatch(n)]
+    if invalid:
+        raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, f"Topic names {','.join(invalid)} are not valid topic names.")
 
 
 def same_topology(a: Any, b: Any) -> bool:
@@ -108,6 +130,11 @@ class _TopicError(Exception):
 
 def configure(topology: Any, topics: Mapping[str, int]) -> Configured:
     """Configure `topology` against `topics` (name -> partition count)."""
+    for s in topology.subtopologies:  # Kafka resolves co-partition indexes first and fails without a message
+        for g in s.copartition_groups:
+            if any(not 0 <= i < len(s.source_topics) for i in g.source_topics) or \
+                    any(not 0 <= i < len(s.repartition_source_topics) for i in g.repartition_source_topics):
+                raise CoordinatorError(UNKNOWN_SERVER_ERROR)
     try:
         missing = sorted({t for s in topology.subtopologies for t in s.source_topics if t not in topics})
         if missing:
@@ -137,37 +164,52 @@ def configure(topology: Any, topics: Mapping[str, int]) -> Configured:
 
 
 def _decide_partitions(topology: Any, topics: Mapping[str, int]) -> dict[str, int]:
-    """Partition counts of the internal topics: repartition topics from their writers' inputs,
-    co-partitioned groups made equal, changelog topics one partition per task."""
-    decided: dict[str, int] = {}
-    repartition = {t.name: t.partitions for s in topology.subtopologies for t in s.repartition_source_topics}
-    decided.update({name: n for name, n in repartition.items() if n})
-    unknown = [name for name in repartition if name not in decided]
-    while unknown:
-        progress = False
-        for name in list(unknown):
-            counts = [n for s in topology.subtopologies if name in s.repartition_sink_topics
-                      for n in ([topics.get(t, decided.get(t)) for t in s.source_topics]
-                                + [decided.get(t.name) for t in s.repartition_source_topics]) if n]
-            if counts:
-                decided[name] = max(counts)
-                unknown.remove(name)
-                progress = True
-        if not progress:
+    """Partition counts of the internal topics: repartition topics from their writers' inputs
+    (Kafka's fix-point iteration), co-partitioned groups made equal, changelog topics one
+    partition per task."""
+    decided = {t.name: t.partitions for s in topology.subtopologies for t in s.repartition_source_topics
+               if t.partitions != 0}
+    needed = True
+    while needed:
+        needed = progress = False
+        for s in topology.subtopologies:
+            for sink in s.repartition_sink_topics:
+                if sink in decided:
+                    continue
+                counts = [decided[t.name] for t in s.repartition_source_topics if t.name in decided] + \
+                    [topics[t] for t in s.source_topics if t in topics]
+                if counts:
+                    decided[sink] = max(counts)
+                    progress = True
+                else:
+                    needed = True
+        if needed and not progress:
             raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, "Failed to compute number of partitions for all "
-                                   "repartition topics, make sure all user input topics are created and all Pattern "
-                                   "subscriptions match at least one topic in the cluster")
+                                   "repartition topics. There may be loops in the topology that cannot be resolved.")
+    if any(t.name not in decided for s in topology.subtopologies for t in s.repartition_source_topics):
+        raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, "Failed to compute number of partitions for all "
+                               "repartition topics, because a repartition source topic is never used as a sink topic.")
+    repartition = {t.name for s in topology.subtopologies for t in s.repartition_source_topics}
+    if any(decided[name] < 0 for name in repartition):
+        raise CoordinatorError(UNKNOWN_SERVER_ERROR)  # Kafka fails on a negative partition count without a message
     for s in topology.subtopologies:
         for group in s.copartition_groups:
             members = [s.source_topics[i] for i in group.source_topics] + \
                 [s.repartition_source_topics[i].name for i in group.repartition_source_topics]
-            _copartition(members, set(repartition), topics, decided)
+            _copartition(members, repartition, topics, decided)
     for s in topology.subtopologies:
-        n = max([topics.get(t, decided.get(t)) or 0 for t in s.source_topics]
-                + [decided.get(t.name, 0) for t in s.repartition_source_topics] or [0])
+        inputs = [topics[t] for t in s.source_topics if t in topics] + \
+            [decided[t.name] for t in s.repartition_source_topics]
+        if not inputs:
+            raise CoordinatorError(STREAMS_INVALID_TOPOLOGY, f"No source topics found for subtopology "
+                                                             f"{s.subtopology_id}")
         for t in s.state_changelog_topics:
-            decided[t.name] = t.partitions or n
-    return decided
+            decided[t.name] = t.partitions or max(inputs)
+    return {name: n for name, n in decided.items() if name in repartition or name in _changelogs(topology)}
+
+
+def _changelogs(topology: Any) -> set[str]:
+    return {t.name for s in topology.subtopologies for t in s.state_changelog_topics}
 
 
 def _copartition(group: list[str], repartition: set[str], topics: Mapping[str, int], decided: dict[str, int]) -> None:
