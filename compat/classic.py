@@ -9,7 +9,7 @@ tagged with the caller's token: `handle` and `poll` both return `(token, respons
 from __future__ import annotations
 
 import uuid
-from collections.abc import Container, Hashable
+from collections.abc import Collection, Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from kprotocol.streams_group.records import CoordinatorRecord
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = 25, 22, 27
-INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED = 23, 79
+INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED = 23, 26, 79, 81
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 GroupMetadataKey, GroupMetadataValue = message_class("GroupMetadataKey"), message_class("GroupMetadataValue")
 
@@ -27,11 +27,59 @@ Token = Hashable
 Answer = tuple[Token, Message]
 
 
-def admit(header: Message, req: Message, members: Container[str], pending: set[str]) -> tuple[str, Message | None]:
-    """The member id a JoinGroup joins with, or the JoinGroup answer refusing it: from v4 a new member
-    first gets its id (MEMBER_ID_REQUIRED) and rejoins with it; an id nobody gave out is unknown."""
+@dataclass(frozen=True)
+class ClassicConfig:
+    """The broker's admission bounds for classic members, under Kafka's config names."""
+
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    max_size: int = 2**31 - 1  # group.max.size
+
+    NAMES = {"group.min.session.timeout.ms": "min_session_timeout_ms",
+             "group.max.session.timeout.ms": "max_session_timeout_ms", "group.max.size": "max_size"}
+
+    @classmethod
+    def from_kafka(cls, configs: Mapping[str, str]) -> ClassicConfig:
+        """The bounds named in `configs` (other names are left to other parsers); a bad value is a ValueError."""
+        values = {}
+        for name, attribute in cls.NAMES.items():
+            if name in configs:
+                try:
+                    values[attribute] = int(configs[name])
+                except ValueError:
+                    raise ValueError(f"{name} must be an integer, not {configs[name]!r}") from None
+                if values[attribute] < (0 if attribute != "max_size" else 1):
+                    raise ValueError(f"{name} must not be below {0 if attribute != 'max_size' else 1}")
+        config = cls(**values)
+        if config.min_session_timeout_ms > config.max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
+        return config
+
+
+DEFAULT_CONFIG = ClassicConfig()
+
+
+def supports_protocols(group_empty: bool, group_type: str | None, members: Iterable[Any], protocol_type: str,
+                       names: Collection[str]) -> bool:
+    """Kafka's rule: an empty group takes any non-empty protocol type and list; otherwise the type must be
+    the group's and one of the names must be supported by every member."""
+    if group_empty:
+        return protocol_type != "" and len(names) > 0
+    if protocol_type != group_type:
+        return False
+    supported = [{name for name, _ in m.protocols} for m in members]
+    return any(all(name in s for s in supported) for name in names)
+
+
+def admit(header: Message, req: Message, members: Container[str], pending: set[str],
+          config: ClassicConfig = DEFAULT_CONFIG) -> tuple[str, Message | None]:
+    """The member id a JoinGroup joins with, or the JoinGroup answer refusing it: a session time-out
+    outside the broker's bounds is INVALID_SESSION_TIMEOUT; from v4 a new member first gets its id
+    (MEMBER_ID_REQUIRED) and rejoins with it; an id nobody gave out is unknown."""
     _, cls = api_classes(JOIN_GROUP)
     member_id = req.member_id
+    if not config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms:
+        return member_id, cls(error_code=INVALID_SESSION_TIMEOUT, member_id=member_id, generation_id=-1)
     if member_id == "":
         member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
         if header.request_api_version >= 4:
@@ -60,8 +108,11 @@ class ClassicMember:
     sync_token: Token | None = None
     sync_version: int = 0
 
-    def metadata(self, protocol: str) -> bytes:
-        return next(m for name, m in self.protocols if name == protocol)
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise ValueError(f"member {self.member_id} has no protocol {protocol!r}")  # admission keeps this away
 
 
 @dataclass
@@ -77,6 +128,7 @@ class ClassicGroup:
     pending_ids: set[str] = field(default_factory=set)
     rebalance_deadline: int | None = None
     in_initial_delay: bool = False  # a new group waits for more members before its first generation
+    config: ClassicConfig = DEFAULT_CONFIG
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -84,9 +136,17 @@ class ClassicGroup:
             tuple[list[Answer], list[CoordinatorRecord]]:
         _, cls = api_classes(JOIN_GROUP)
         version = header.request_api_version
-        if self.protocol_type not in (None, req.protocol_type) and self.members or not req.protocols:
-            return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))], []
-        member_id, refusal = admit(header, req, self.members, self.pending_ids)
+        names = [p.name for p in req.protocols]
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return [(token, cls(error_code=INVALID_SESSION_TIMEOUT, member_id=req.member_id, generation_id=-1))], []
+        if len(names) != len(set(names)) or \
+                not supports_protocols(not self.members, self.protocol_type, self.members.values(),
+                                       req.protocol_type, names):
+            return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id,
+                                generation_id=-1))], []
+        if req.member_id not in self.members and len(self.members) >= self.config.max_size:
+            return [(token, cls(error_code=GROUP_MAX_SIZE_REACHED, member_id="", generation_id=-1))], []
+        member_id, refusal = admit(header, req, self.members, self.pending_ids, self.config)
         if refusal is not None:
             return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
@@ -113,6 +173,9 @@ class ClassicGroup:
             return [(token, cls(error_code=UNKNOWN_MEMBER_ID))], []
         if req.generation_id != self.generation:
             return [(token, cls(error_code=ILLEGAL_GENERATION))], []
+        if _inconsistent(getattr(req, "protocol_type", None), self.protocol_type) or \
+                _inconsistent(getattr(req, "protocol_name", None), self.protocol_name):
+            return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL))], []
         if self.state == PREPARING:
             return [(token, cls(error_code=REBALANCE_IN_PROGRESS))], []
         member.session_deadline = now + member.session_timeout_ms
@@ -248,13 +311,19 @@ class ClassicGroup:
                 if self.protocol_name else b"", assignment=m.assignment) for m in self.members.values()]))
 
     @classmethod
-    def from_record(cls, group_id: str, value: Any, now: int, initial_delay_ms: int = 3_000) -> ClassicGroup:
+    def from_record(cls, group_id: str, value: Any, now: int, initial_delay_ms: int = 3_000,
+                    config: ClassicConfig = DEFAULT_CONFIG) -> ClassicGroup:
         """The group a GroupMetadata record describes, stable, every session starting at `now`."""
         group = cls(group_id, initial_delay_ms, value.generation, value.protocol_type or None, value.protocol,
-                    value.leader, STABLE if value.members else EMPTY)
+                    value.leader, STABLE if value.members else EMPTY, config=config)
         for m in value.members:
             group.members[m.member_id] = ClassicMember(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
                 m.rebalance_timeout, value.protocol_type, [(value.protocol, m.subscription)], m.assignment,
                 now + m.session_timeout)
         return group
+
+
+def _inconsistent(given: str | None, held: str | None) -> bool:
+    """A SyncGroup's protocol type or name disagreeing with the group's (either may be absent)."""
+    return given is not None and held is not None and given != held
