@@ -60,3 +60,63 @@ def test_frames_decode_resynchronises_after_garbage(tmp_path) -> None:
     exchanges = [d for d in docs if "apiKey" in d]
     assert len(exchanges) == 7 and sum(bool(d.get("requestAfterResync")) for d in exchanges) == 1
     assert [d for d in docs if "error" in d and "skipped to resynchronise" in d["error"]]
+
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+
+
+def test_every_command_writes_compact_json_lines_and_pretty_indents() -> None:
+    outputs = {
+        "message decode": kprotocol("message", "decode", "HeartbeatRequest", "0", "0003617070000000010001" + "6d"),
+        "message list": kprotocol("message", "list"),
+        "streams-userdata": kprotocol("streams-userdata", "decode", "0000000c0000000c"),
+        "capture summary": kprotocol("capture", "summary", str(CAPTURES / "data.pcap"), "--ports", "36897",
+                                     "--format", "json"),
+        "assign": kprotocol("assign", "fixtures/assignor/scale_out_rack_aware.json"),
+        "offsets state": kprotocol("offsets", "state", "fixtures/offsets"),
+    }
+    for name, result in outputs.items():
+        assert result.returncode == 0, (name, result.stderr)
+        for line in result.stdout.splitlines():
+            doc = json.loads(line)
+            assert line == json.dumps(doc, ensure_ascii=False, separators=(",", ":")), name
+    pretty = kprotocol("capture", "summary", str(CAPTURES / "data.pcap"), "--ports", "36897", "--format", "json",
+                       "--pretty")
+    assert pretty.stdout.startswith('{\n  "file": ') and json.loads(pretty.stdout)["connections"] == 5
+
+
+def test_capture_on_the_wrong_port_says_where_kafka_is() -> None:
+    for action in ("decode", "summary"):
+        result = kprotocol("capture", action, str(CAPTURES / "data.pcap"))  # the default port, 9092
+        assert result.returncode == 0 and "Traceback" not in result.stderr
+        assert result.stderr.splitlines()[-1].endswith(
+            "no Kafka connection on port 9092; Kafka requests go to port 36897: try --ports 36897"), result.stderr
+    result = kprotocol("capture", "decode", str(CAPTURES / "gateway.pcap"), "-j", "2", "--ports", "1,2")
+    assert "Kafka requests go to ports 43853, 48664, 58191: try --ports 43853,48664,58191" in result.stderr
+    found = kprotocol("capture", "decode", str(CAPTURES / "data.pcap"), "--ports", "36897")
+    assert found.stdout and "no Kafka connection" not in found.stderr
+
+
+def test_capture_summary_names_error_codes() -> None:
+    table = kprotocol("capture", "summary", str(CAPTURES / "clients.pcap"), "--ports", "60127")
+    assert "COORDINATOR_LOAD_IN_PROGRESS(14)x1" in table.stdout
+    doc = json.loads(kprotocol("capture", "summary", str(CAPTURES / "clients.pcap"), "--ports", "60127",
+                               "--format", "json").stdout)
+    rows = [row for row in doc["rows"] if row["errorCodes"]]
+    assert rows and all(row["errorNames"].keys() == row["errorCodes"].keys() for row in rows)
+    assert {"14": "COORDINATOR_LOAD_IN_PROGRESS"}.items() <= {k: v for r in rows for k, v in r["errorNames"].items()}.items()
+
+
+def test_garbage_userdata_names_the_version_it_read() -> None:
+    result = kprotocol("streams-userdata", "decode", "2ae21e53aabbccdd")
+    assert result.returncode == 1 and result.stderr == (
+        "kprotocol: not Kafka Streams userdata: the version read (719461971) is not a known SubscriptionInfo or "
+        "AssignmentInfo version (1..11)\n")
+
+
+def test_assign_of_a_binary_file_is_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "scenario.bin"
+    binary.write_bytes(bytes(range(256)))
+    result = kprotocol("assign", str(binary))
+    assert result.returncode == 2 and result.stderr.startswith(f"kprotocol: error: {binary}: not JSON: ")
+    assert result.stderr.count("\n") == 1

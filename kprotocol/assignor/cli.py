@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from kprotocol.tools.jsontext import dumps
 from kprotocol.tools.tables import render, tasks
 
 
@@ -22,13 +23,13 @@ def handler(args: argparse.Namespace) -> int:
     from . import ScenarioError, TaskAssignmentError, assign_scenario
 
     try:
-        with open(args.scenario, encoding="utf-8") as f:
-            scenario = json.load(f)
+        with open(args.scenario, "rb") as f:
+            scenario = json.loads(f.read())
         result = assign_scenario(scenario)
     except OSError as exc:
         print(f"kprotocol: error: {args.scenario}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # text that is not JSON, or bytes that are not text
         print(f"kprotocol: error: {args.scenario}: not JSON: {exc}", file=sys.stderr)
         return 2
     except (ScenarioError, TaskAssignmentError) as exc:
@@ -42,5 +43,5 @@ def handler(args: argparse.Namespace) -> int:
                                  "warm-up tasks"], rows))
         sys.stdout.write(f"probing rebalance: {'yes' if result['probing_rebalance'] else 'no'}\n")
     else:
-        print(json.dumps(result, indent=1 if args.pretty else None, sort_keys=True))
+        print(dumps(result, 2 if args.pretty else None, sort_keys=True))
     return 0

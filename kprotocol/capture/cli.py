@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,8 +19,12 @@ import orjson
 
 from kprotocol.capture.decode import DEFAULT_PORTS, CaptureDecode, decode_capture
 from kprotocol.capture.exchanges import Exchange, error_codes
+from kprotocol.capture.files import CaptureError
 from kprotocol.capture.parallel import Outcome, decode_blocks
-from kprotocol.capture.walk import MAX_SHARES
+from kprotocol.capture.segments import TcpSegment
+from kprotocol.capture.walk import MAX_SHARES, Walk
+from kprotocol.errors import error_name
+from kprotocol.framing import decode_request
 from kprotocol.registry import api_classes
 from kprotocol.tools.gcmode import long_run_gc
 from kprotocol.tools.jsontext import dumps
@@ -80,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="processes decoding one capture, each its share of the connections (default: every core, "
                              "up to 4, for captures of 16 MB and more; the output is the same)")
     summary.add_argument("--format", choices=["table", "json"], default="table")
+    summary.add_argument("--pretty", action="store_true", help="indented JSON (with --format json)")
     decode.set_defaults(func=lambda args: run_decode(args, sys.stdout, sys.stderr))
     summary.set_defaults(func=lambda args: run_summary(args, sys.stdout, sys.stderr))
 
@@ -90,6 +95,42 @@ def _check_files(files: list[Path]) -> None:
             raise IsADirectoryError(f"{file} is a directory, not a capture file")
         if not file.exists():
             raise FileNotFoundError(f"{file}: no such file")
+
+
+def kafka_request_ports(file: Path) -> Counter[int]:
+    """Destination port -> TCP segments that hold one whole Kafka request (a size prefix covering the
+    payload, a request header and body that decode): where Kafka runs in a capture. A port that sent
+    as many such segments as it received is a client's, left out (a response may read as a request)."""
+    ports: Counter[int] = Counter()
+    sent: Counter[int] = Counter()
+    with open(file, "rb", buffering=1 << 20) as stream:
+        try:
+            for item in Walk(stream, []):
+                if isinstance(item, TcpSegment) and len(item.payload) >= 12 \
+                        and int.from_bytes(item.payload[:4], "big") + 4 == len(item.payload):
+                    try:
+                        decode_request(item.payload)
+                    except ValueError:
+                        continue
+                    ports[item.dport] += 1
+                    sent[item.sport] += 1
+        except CaptureError:
+            pass
+    return Counter({port: n for port, n in ports.items() if n > sent[port]})
+
+
+def _hint(file: Path, args: argparse.Namespace, capture: CaptureDecode | Outcome, err: TextIO) -> None:
+    """Nothing on the ports given: say so, with the ports that carry Kafka requests (tshark's "decode as")."""
+    if capture.connections:
+        return
+    given = f"port{'s' * (len(args.ports) > 1)} {','.join(map(str, args.ports))}"
+    found = [port for port, _ in kafka_request_ports(file).most_common() if port not in args.ports]
+    if found:
+        seen = ", ".join(map(str, found[:8])) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+        err.write(f"kprotocol: {file}: no Kafka connection on {given}; Kafka requests go to "
+                  f"port{'s' * (len(found) > 1)} {seen}: try --ports {','.join(map(str, found[:8]))}\n")
+    else:
+        err.write(f"kprotocol: {file}: no Kafka connection on {given}, and no Kafka request on any other port\n")
 
 
 def _report(file: Path, capture: CaptureDecode | Outcome, err: TextIO) -> int:
@@ -160,6 +201,7 @@ def _decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     return status
                 _write_bytes(out, block)
                 written += block.count(b"\n") if args.count is not None else 0
+            _hint(file, args, outcome, err)
             status |= _report(file, outcome, err)
             continue
         capture = decode_capture(file, args.ports, detect=args.detect)
@@ -170,6 +212,7 @@ def _decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             written += 1
             if args.count is not None and written >= args.count:
                 return status
+        _hint(file, args, capture, err)
         status |= _report(file, capture, err)
     return status
 
@@ -228,6 +271,7 @@ def _summary_json(file: Path, rows: dict[tuple[str, str], _Row], capture: Captur
             "orphans": len(capture.orphans), "problems": len(capture.problems),
             "rows": [{"conn": conn, "api": api, "count": r.count, "versions": sorted(r.versions),
                       "errorCodes": {str(k): v for k, v in sorted(r.errors.items())},
+                      "errorNames": {str(k): error_name(k) for k in sorted(r.errors)},
                       "latencyMs": {name: None if (v := _percentile(r.latencies, q)) is None else round(v * 1000, 3)
                                     for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
                       "noResponse": r.no_response, "requestBytes": r.request_bytes,
@@ -241,7 +285,7 @@ def _table(doc: dict[str, Any]) -> str:
     for row in doc["rows"]:
         lat = row["latencyMs"]
         lines.append([row["conn"], row["api"], str(row["count"]), ",".join(map(str, row["versions"])),
-                      " ".join(f"{k}x{v}" for k, v in row["errorCodes"].items()) or "-",
+                      " ".join(f"{row['errorNames'][k]}({k})x{v}" for k, v in row["errorCodes"].items()) or "-",
                       *("-" if lat[k] is None else f"{lat[k]:.3f}" for k in ("p50", "p99", "max")),
                       str(row["noResponse"]), str(row["requestBytes"]), str(row["responseBytes"])])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -265,6 +309,7 @@ def _summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for exchange in capture:
             _add(rows[(exchange.conn, exchange.api_name or str(exchange.api_key))], exchange)
         doc = _summary_json(file, rows, capture)
-        out.write(dumps(doc) + "\n" if args.format == "json" else _table(doc))
+        out.write(dumps(doc, 2 if args.pretty else None) + "\n" if args.format == "json" else _table(doc))
+        _hint(file, args, capture, err)
         status |= _report(file, capture, err)
     return status

@@ -8,6 +8,7 @@ from typing import Any
 
 from kprotocol.errors import DecodeError
 from kprotocol.streams.assignment import AssignmentInfo
+from kprotocol.streams.model import LATEST_SUPPORTED_VERSION
 from kprotocol.streams.subscription import SubscriptionInfo
 from kprotocol.tools.inputs import read_payload
 from kprotocol.tools.jsontext import dumps
@@ -32,28 +33,31 @@ def describe(info: SubscriptionInfo | AssignmentInfo, detected: bool) -> dict[st
 MAX_PLAUSIBLE_VERSION = 1000  # a probing member's future version; random bytes land below it 1 time in 4 million
 
 
-def implausible(info: SubscriptionInfo | AssignmentInfo) -> str | None:
-    """Why decoded bytes are not believable userdata: any 8 bytes read as a version-probing header of
-    some future version, so the used version must be near the ones Kafka Streams has (the supported
-    version may be anything: Kafka's own edge cases send Integer.MAX_VALUE)."""
-    if not 1 <= info.version <= MAX_PLAUSIBLE_VERSION:
-        return f"version {info.version} is not a plausible Kafka Streams version (1-{MAX_PLAUSIBLE_VERSION})"
-    return None
+def unknown_version(data: bytes, kinds: list[str]) -> str | None:
+    """Why bytes are not userdata at all: both kinds begin with the version they were written in, and
+    any 8 bytes read as a version-probing header of some future version, so that version must be near
+    the ones Kafka Streams has (the supported version after it may be anything: Kafka's own edge cases
+    send Integer.MAX_VALUE). Checked before any field is read, instead of a bound read from garbage."""
+    if len(data) < 4:
+        return None
+    used = int.from_bytes(data[:4], "big", signed=True)
+    if 1 <= used <= MAX_PLAUSIBLE_VERSION:
+        return None
+    names = " or ".join(KINDS[name].__name__ for name in kinds)
+    return f"the version read ({used}) is not a known {names} version (1..{LATEST_SUPPORTED_VERSION})"
 
 
 def decode(data: bytes, kind: str | None) -> tuple[dict[str, Any] | None, list[str]]:
     """The JSON document of the first kind that decodes plausibly, and why the others did not."""
+    kinds = [kind] if kind else list(KINDS)
+    if (reason := unknown_version(data, kinds)) is not None:
+        return None, [reason]
     errors = []
-    for name in [kind] if kind else list(KINDS):
+    for name in kinds:
         try:
-            info = KINDS[name].decode(data)
+            return describe(KINDS[name].decode(data), kind is None), errors
         except DecodeError as exc:
             errors.append(f"{KINDS[name].__name__}: {exc}")
-            continue
-        reason = implausible(info)
-        if reason is None:
-            return describe(info, kind is None), errors
-        errors.append(f"{KINDS[name].__name__}: {reason}")
     return None, errors
 
 

@@ -4,11 +4,12 @@ Kafka's `kafka-streams-groups.sh --describe [--members]` shows it, from a broker
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from kprotocol.errors import error_text
 from kprotocol.tools.inputs import UsageError, host_port
+from kprotocol.tools.jsontext import dumps
 from kprotocol.tools.tables import render
 
 
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--group", action="append", required=True, help="a group id; repeatable")
     describe.add_argument("--members", action="store_true", help="one row per member, with its assignment")
     describe.add_argument("--format", choices=("table", "json"), default="table")
+    describe.add_argument("--pretty", action="store_true", help="indented JSON (with --format json)")
     describe.set_defaults(func=run)
 
 
@@ -46,13 +48,12 @@ def run(args: argparse.Namespace) -> int:
             response = conn.send(request, version)
     except OSError as exc:
         raise UsageError(f"cannot reach {host}:{port}: {exc}") from None
-    if args.format == "json":
-        json.dump(response.to_json(version), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
     failed = [g for g in response.groups if g.error_code]
-    for g in failed:
-        sys.stderr.write(f"kprotocol: group {g.group_id}: {g.error_message or f'error {g.error_code}'}\n")
+    for g in failed:  # the same line and exit code in both formats
+        sys.stderr.write(f"kprotocol: group {g.group_id}: {error_text(g.error_code, g.error_message)}\n")
+    if args.format == "json":
+        print(dumps(response.to_json(version), 2 if args.pretty else None))
+        return 1 if failed else 0
     found = [g for g in response.groups if not g.error_code]
     if args.members:
         header = ["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER", "MEMBER-PROTOCOL", "MEMBER-EPOCH",

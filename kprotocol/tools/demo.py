@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
         status |= run_state(offsets, sys.stdout, sys.stderr)
         capture = samples / "clients.pcap"
         print(f"# Kafka exchanges in {capture}, per connection and API", file=sys.stderr)
-        summary = argparse.Namespace(files=[capture], ports=(SAMPLE_PORT,), detect=False, format="json")
+        summary = argparse.Namespace(files=[capture], ports=(SAMPLE_PORT,), detect=False, format="json",
+                                     pretty=False)
         status |= run_summary(summary, sys.stdout, sys.stderr)
     return status
 
