@@ -6,16 +6,23 @@ them, so every connection stays on the gateway. Requests are forwarded frame by 
 decoding their bodies; a `local` handler may answer a request itself (the groups the gateway
 coordinates). Responses go back in request order, as Kafka clients require, whether they came
 from upstream or from the handler. A client sending garbage loses its own connection only.
+
+TLS (tls.py: certificates, mutual TLS, SNI routing), upstream security (upstream.py), clients' SASL
+logins (sasl.py) and metrics (metrics.py) live in modules of their own; this shell only calls them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import struct
 from collections.abc import Awaitable, Callable
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from compat.gateway import lenient
 from compat.gateway.wire import expects_response, request_prefix
 from kprotocol.errors import DecodeError
 from kprotocol.framing import decode_request, decode_response, encode_request, encode_response
@@ -23,11 +30,13 @@ from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
 log = logging.getLogger("kprotocol.gateway")
+current_target: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("target", default=None)
 
 MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 SIZE = struct.Struct(">i")
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 3, 10, 18, 60
 REWRITTEN = {METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER}
+SASL_APIS = {17, 36}  # SaslHandshake, SaslAuthenticate: forwarded, watched (sasl.SaslTracker)
 
 # A local handler gets (request header, request body, client address) and returns an awaitable of the
 # response body, or None to forward the request. It answers later when it must (a JoinGroup waits for
@@ -64,10 +73,13 @@ class BrokerMap:
     host: str
     upstream: dict[int, tuple[str, int]] = field(default_factory=dict)
     local_port: dict[int, int] = field(default_factory=dict)
+    sni: Any = None  # tls.SniRouting: every broker on one port, told apart by name
 
     def local(self, node_id: int) -> tuple[str, int] | None:
         port = self.local_port.get(node_id)
-        return None if port is None else (self.host, port)
+        if port is None:
+            return None
+        return (self.sni.broker_host(node_id), port) if self.sni is not None else (self.host, port)
 
 
 class Gateway:
@@ -76,7 +88,8 @@ class Gateway:
     def __init__(self, upstream: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 0), *,
                  broker_port_base: int | None = None, local: LocalHandler | None = None,
                  local_api_keys: frozenset[int] | None = None,
-                 extra_api_versions: dict[int, tuple[int, int]] | None = None, max_frame: int = MAX_FRAME) -> None:
+                 extra_api_versions: dict[int, tuple[int, int]] | None = None, max_frame: int = MAX_FRAME,
+                 tls: Any = None, sni: Any = None, upstream_security: Any = None, observer: Any = None) -> None:
         self.bootstrap = upstream
         self.listen = listen
         self.broker_port_base = broker_port_base
@@ -84,13 +97,18 @@ class Gateway:
         self.local_api_keys = local_api_keys  # the only requests the handler is shown (None: every one)
         self.extra_api_versions = extra_api_versions or {}
         self.max_frame = max_frame
-        self.brokers = BrokerMap(listen[0])
+        self.tls = tls  # tls.ListenerTLS: the listeners speak TLS
+        self.upstream_security = upstream_security  # upstream.UpstreamSecurity: TLS and SASL upstream
+        self.observer = observer  # metrics.GatewayMetrics, or None
+        self.brokers = BrokerMap(listen[0], sni=sni)
         self.servers: list[asyncio.base_events.Server] = []
         self.port = 0
         self.connections: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        server = await asyncio.start_server(lambda r, w: self._accept(r, w, self.bootstrap), *self.listen)
+        ssl = self.tls.context if self.tls is not None else None
+        server = await asyncio.start_server(lambda r, w: self._accept(r, w, self._sni_target(w)), *self.listen,
+                                            ssl=ssl)
         self.servers.append(server)
         self.port = server.sockets[0].getsockname()[1]
         await self._discover()
@@ -99,27 +117,25 @@ class Gateway:
 
     async def _discover(self) -> None:
         """Learn the upstream brokers with one Metadata request and open a listener for each."""
-        reader, writer = await asyncio.open_connection(*self.bootstrap)
+        from compat.gateway.upstream import PLAINTEXT, UpstreamConnection  # it reads frames with this module
+
+        connection = UpstreamConnection(self.bootstrap, self.upstream_security or PLAINTEXT)
         try:
-            header = message_class("RequestHeader")(request_api_key=METADATA, request_api_version=12,
-                                                    correlation_id=1, client_id="kprotocol-gateway")
-            writer.write(encode_request(header, message_class("MetadataRequest")(topics=[])))
-            await writer.drain()
-            frame = await read_frame(reader, min_frame=4)
-            if frame is None:
-                raise ConnectionError("upstream closed the connection during discovery")
-            _, metadata = decode_response(frame, METADATA, 12)
+            metadata = await connection.send(message_class("MetadataRequest")(topics=[]), 12)
         finally:
-            writer.close()
+            connection.close()
         for broker in metadata.brokers:
             await self._ensure_listener(broker.node_id, broker.host, broker.port)
 
     async def _ensure_listener(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         self.brokers.upstream[node_id] = (host, port)
-        if node_id not in self.brokers.local_port:
+        if node_id not in self.brokers.local_port and self.brokers.sni is not None:
+            self.brokers.local_port[node_id] = self.brokers.sni.port or self.port  # the one SNI port
+        elif node_id not in self.brokers.local_port:
             wanted = 0 if self.broker_port_base is None else self.broker_port_base + node_id
             server = await asyncio.start_server(lambda r, w: self._accept(r, w, self.brokers.upstream[node_id]),
-                                                self.listen[0], wanted)
+                                                self.listen[0], wanted,
+                                                ssl=self.tls.context if self.tls is not None else None)
             self.servers.append(server)
             self.brokers.local_port[node_id] = server.sockets[0].getsockname()[1]
         return self.brokers.local(node_id)  # type: ignore[return-value]
@@ -132,6 +148,13 @@ class Gateway:
         await asyncio.gather(*self.connections, return_exceptions=True)
         for server in self.servers:
             await server.wait_closed()
+
+    def _sni_target(self, writer: asyncio.StreamWriter) -> tuple[str, int]:
+        """The bootstrap, or with SNI routing the broker the client named."""
+        if self.brokers.sni is None:
+            return self.bootstrap
+        node = self.brokers.sni.node_of(self.tls.server_name(writer.get_extra_info("ssl_object")))
+        return self.brokers.upstream.get(node, self.bootstrap) if node is not None else self.bootstrap
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       target: tuple[str, int]) -> None:
@@ -202,6 +225,7 @@ class _Slot:
     api_key: int
     api_version: int
     local: asyncio.Future | None = None
+    started: float = 0.0  # when the request arrived (time.perf_counter), for the latency metrics
 
 
 class Session:
@@ -212,12 +236,41 @@ class Session:
         self.gateway, self.reader, self.writer, self.target = gateway, reader, writer, target
         self.slots: asyncio.Queue[_Slot | None] = asyncio.Queue()
         self.peer = writer.get_extra_info("peername")
+        from compat.gateway.sasl import SaslTracker
+        from compat.gateway.tls import principal
+
+        self.sasl = SaslTracker()
+        self.principal = principal(writer.get_extra_info("ssl_object"))  # mutual TLS: the certificate's subject
+        if self.principal is not None:
+            log.info("client %s: TLS client certificate %s", self.peer, self.principal)
+
+    @property
+    def may_answer_locally(self) -> bool:
+        """Upstream SASL listeners: only a connection whose login the broker accepted."""
+        security = self.gateway.upstream_security
+        return security is None or not security.sasl or self.sasl.authenticated
 
     async def run(self) -> None:
+        observer = self.gateway.observer
+        if observer is not None:
+            observer.connection_opened()
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError as exc:
+            await self._run()
+        finally:
+            if observer is not None:
+                observer.connection_closed()
+
+    async def _run(self) -> None:
+        security = self.gateway.upstream_security
+        try:
+            if security is not None:
+                up_reader, up_writer = await security.open(*self.target)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except (OSError, asyncio.TimeoutError) as exc:
             log.warning("client %s: upstream %s:%d unreachable: %s", self.peer, *self.target, exc)
+            if self.gateway.observer is not None:
+                self.gateway.observer.upstream_error("connect")
             self.writer.close()
             return
         responses = asyncio.create_task(self._responses(up_reader))
@@ -238,39 +291,73 @@ class Session:
 
     async def _requests(self, upstream: asyncio.StreamWriter) -> None:
         local = self.gateway.local
+        observer = self.gateway.observer
         while (frame := await read_frame(self.reader, self.gateway.max_frame)) is not None:
+            started = time.perf_counter()
             try:
                 api_key, api_version, _ = request_prefix(frame)
             except DecodeError as exc:
                 raise FrameError(str(exc)) from None
-            if local is not None and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys):
+            if observer is not None:
+                observer.bytes_in(len(frame))
+            if api_key in SASL_APIS:
+                self._sasl_request(frame)
+            elif (local is not None and self.may_answer_locally
+                  and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys)):
                 answer = await self._try_local(frame, api_key, api_version)
                 if answer is not None:
-                    await self.slots.put(_Slot(api_key, api_version, answer))
+                    await self.slots.put(_Slot(api_key, api_version, answer, started))
                     continue
             if expects_response(frame):
-                await self.slots.put(_Slot(api_key, api_version))
+                await self.slots.put(_Slot(api_key, api_version, started=started))
             upstream.write(frame)
             await upstream.drain()
 
     async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> asyncio.Future | None:
         try:
-            header, request = decode_request(frame)
+            header, request = lenient.decode_request(frame)  # what the broker accepts, the gateway routes
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
+        current_target.set(self.target)
         host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
         pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
         if pending is None:
             return None
         response_header = message_class("ResponseHeader")(correlation_id=header.correlation_id)
+        if self.principal or self.sasl.principal:
+            log.debug("client %s (%s): api %d answered by the gateway", self.peer,
+                      self.sasl.principal or self.principal, api_key)
 
         async def answer() -> bytes:
             try:
-                return encode_response(response_header, await pending, api_version)
+                body = await pending
+                if api_key == FIND_COORDINATOR:  # names the gateway's listener of this connection's kind
+                    body = await self.gateway._rewrite_coordinator(body, api_version)
+                return encode_response(response_header, body, api_version)
             except Exception as exc:  # a bug answering one request costs this connection only
                 log.exception("client %s: api %d v%d failed locally", self.peer, api_key, api_version)
                 raise FrameError(f"no answer to api {api_key}: {exc}") from exc
         return asyncio.ensure_future(answer())
+
+    def _sasl_request(self, frame: bytes) -> None:
+        try:
+            header, body = decode_request(frame)
+        except DecodeError:
+            return  # the broker judges it
+        self.sasl.request(header.request_api_key, body)
+
+    def _sasl_response(self, slot: _Slot, frame: bytes) -> None:
+        try:
+            _, body = decode_response(frame, slot.api_key, slot.api_version)
+        except DecodeError:
+            return
+        self.sasl.response(slot.api_key, body)
+        if self.sasl.principal is not None:
+            log.info("client %s: SASL %s login of %s accepted upstream", self.peer, self.sasl.mechanism,
+                     self.sasl.principal)
+        elif self.sasl.failed:
+            log.info("client %s: SASL %s login of User:%s refused upstream", self.peer, self.sasl.mechanism,
+                     self.sasl.user)
 
     async def _responses(self, upstream: asyncio.StreamReader) -> None:
         gateway = self.gateway
@@ -291,10 +378,17 @@ class Session:
                 if frame is None:  # e.g. a version the upstream does not have: it hangs up, so does the gateway
                     log.warning("client %s: closing connection: upstream %s before answering api %d v%d",
                                 self.peer, why, slot.api_key, slot.api_version)
+                    if gateway.observer is not None:
+                        gateway.observer.upstream_error("closed")
                     self.writer.close()
                     return
                 if slot.api_key in REWRITTEN:
                     frame = await gateway.rewrite(slot.api_key, slot.api_version, frame)
+                elif slot.api_key in SASL_APIS:
+                    self._sasl_response(slot, frame)
+            if gateway.observer is not None:
+                gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
+                                          time.perf_counter() - slot.started)
             self.writer.write(frame)
             if self.slots.empty():
                 await self.writer.drain()

@@ -4,6 +4,9 @@ reads it like a `__consumer_offsets` partition) or in a compacted topic of the u
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
+import os
 import time
 from pathlib import Path
 
@@ -12,37 +15,80 @@ from kprotocol.registry import message_class
 from kprotocol.streams_group.records import CoordinatorRecord
 
 SEGMENT = Path("__consumer_offsets-0") / "00000000000000000000.log"
+log = logging.getLogger("kprotocol.gateway")
 RETRIABLE = {3, 5, 6}  # unknown topic or partition, leader not available, not leader (a topic just created)
 
 
 class StateLog:
+    """The records in one log segment under `directory`. A write is whole or absent: one that fails
+    (ENOSPC, EIO, a read-only disk) is cut off again, so the next one follows the last good batch."""
+
     def __init__(self, directory: Path | str) -> None:
-        self.path = Path(directory) / SEGMENT
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.directory = Path(directory)
+        self.path = self.directory / SEGMENT
         self.next_offset = 0
+        self._size: int | None = None  # bytes of whole batches in the file
 
     def load(self) -> list[tuple[bytes, bytes | None]]:
-        """Every record so far, as (key, value) bytes in log order (a torn tail is dropped)."""
+        """Every record so far, as (key, value) bytes in log order. A torn tail (a crash mid-write) is
+        cut off quietly; damage before it is skipped with a warning naming its position and what it cost."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"--state {self.directory} is a file, not a directory")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab"):
+            pass  # writable (a read-only directory fails here, at start, not at the first change)
         out: list[tuple[bytes, bytes | None]] = []
-        if self.path.exists():
-            for entry in read_segment(self.path):
-                if isinstance(entry, RecordBatch):
-                    out += [(r.key, r.value) for r in entry.records if r.key is not None]
-                    self.next_offset = entry.last_offset + 1
+        problems: list[list] = []  # [problem, last offset before it, first offset after it]
+        last_offset = -1
+        for entry in read_segment(self.path):
+            if isinstance(entry, RecordBatch):
+                if problems and problems[-1][2] is None:
+                    problems[-1][2] = entry.base_offset  # the first offset after the damage
+                out += [(r.key, r.value) for r in entry.records if r.key is not None]
+                self.next_offset = entry.last_offset + 1
+                last_offset = entry.last_offset
+            else:
+                problems.append([entry, last_offset, None])
+        for problem, before, after in problems:
+            if after is None and problem.kind == "truncated":  # the tail of an interrupted write
+                log.info("state log %s: cut off %d bytes of an unfinished write at position %d (%s)", self.path,
+                         problem.length, problem.position, problem.kind)
+            else:
+                log.warning("state log %s: %d damaged bytes at position %d skipped (%s): records at offsets "
+                            "%d..%d dropped, every later record kept", self.path, problem.length,
+                            problem.position, problem.message, before + 1,
+                            after - 1 if after is not None else before + 1)
+        if problems and problems[-1][2] is None:
+            with self.path.open("r+b") as handle:
+                handle.truncate(problems[-1][0].position)
+        self._size = self.path.stat().st_size
         return out
 
     def append(self, records: list[CoordinatorRecord]) -> None:
+        """Write and fsync one batch; on failure the file is cut back and the error raised."""
         if not records:
             return
         now = int(time.time() * 1000)
-        batch = []
-        for record in records:
-            key, value = record.encode()
-            batch.append(Record(offset=self.next_offset, timestamp=now, key=key, value=value))
-            self.next_offset += 1
-        with self.path.open("ab") as log:
-            log.write(write_batch(batch))
-            log.flush()
+        batch = [Record(offset=self.next_offset + i, timestamp=now, key=k, value=v)
+                 for i, (k, v) in enumerate(r.encode() for r in records)]
+        data = write_batch(batch)
+        if self._size is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._size = self.path.stat().st_size if self.path.exists() else 0
+        try:
+            with self.path.open("ab") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            try:
+                if self.path.exists() and self.path.stat().st_size > self._size:
+                    os.truncate(self.path, self._size)
+            except OSError:
+                pass  # cut back by the next load, which drops a torn tail
+            raise
+        self._size += len(data)
+        self.next_offset += len(batch)
 
 
 class StateTopic:
@@ -64,7 +110,8 @@ class StateTopic:
         out: list[tuple[bytes, bytes | None]] = []
         offset, deadline = 0, time.monotonic() + 30
         while True:
-            response = await self.upstream.bootstrap.send(fetch(
+            leader = await self.upstream.leader(self.topic, 0)  # one broker of several leads the partition
+            response = await leader.send(fetch(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0, session_epoch=-1,
                 topics=[fetch.FetchTopic(topic=self.topic, partitions=[fetch.FetchPartition(
                     partition=0, fetch_offset=offset, partition_max_bytes=8 << 20)])]), self.FETCH_VERSION)
@@ -92,7 +139,8 @@ class StateTopic:
             name=self.topic, partition_data=[produce.PartitionProduceData(index=0, records=batch)])])
         deadline = time.monotonic() + 30
         while True:
-            response = await self.upstream.bootstrap.send(request, self.PRODUCE_VERSION)
+            leader = await self.upstream.leader(self.topic, 0)
+            response = await leader.send(request, self.PRODUCE_VERSION)
             error = response.responses[0].partition_responses[0].error_code
             if error in RETRIABLE and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
