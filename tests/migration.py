@@ -12,8 +12,10 @@ from kprotocol.toolchain.processes import die_with_parent, stop_process
 
 
 class GatewayProcess:
-    def __init__(self, upstream: str, groups: list[str], state: Path, log: Path) -> None:
+    def __init__(self, upstream: str, groups: list[str], state: Path, log: Path,
+                 group_configs: dict[str, str] | None = None) -> None:
         self.upstream, self.groups, self.state, self.log = upstream, groups, state, log
+        self.group_configs = {"streams.session.timeout.ms": "10000", **(group_configs or {})}  # as the apps' classic consumers
         self.port, self.broker_base = free_port(), free_port()
         self.process: subprocess.Popen | None = None
 
@@ -24,8 +26,9 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         command = [sys.executable, "-m", "kprotocol", "gateway", "--upstream", self.upstream,
                    "--listen", self.bootstrap, "--broker-port-base", str(self.broker_base), "--state", str(self.state),
-                   "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose",
-                   "--group-config", "streams.session.timeout.ms=10000"]  # as the test app's classic consumers
+                   "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose"]
+        for name, value in self.group_configs.items():
+            command += ["--group-config", f"{name}={value}"]
         for group in self.groups:
             command += ["--group", group]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
@@ -39,6 +42,13 @@ class GatewayProcess:
     def stop(self) -> None:
         if self.process is not None:
             stop_process(self.process, 20)
+            self.process = None
+
+    def kill(self) -> None:
+        """kill -9: no drain, no last state write."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
             self.process = None
 
     def restart(self) -> None:

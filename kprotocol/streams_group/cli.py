@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from kprotocol.errors import error_text
@@ -24,6 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--members", action="store_true", help="one row per member, with its assignment")
     describe.add_argument("--format", choices=("table", "json"), default="table")
     describe.add_argument("--pretty", action="store_true", help="indented JSON (with --format json)")
+    describe.add_argument("--wait-stable", action="store_true",
+                          help="wait until every group is Stable: every member at the target assignment epoch "
+                               "holding its target, every task active on exactly one member; exit 1 with the "
+                               "reasons (who is behind, which task is unowned) if --timeout passes first")
+    describe.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                          help="seconds --wait-stable waits (default 120)")
     describe.set_defaults(func=run)
 
 
@@ -45,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         with Connection(host, port, client_id="kprotocol-streams-groups") as conn:
             request = message_class("StreamsGroupDescribeRequest")(group_ids=args.group)
             version = conn.version_for(type(request))
+            if args.wait_stable:
+                return _wait_stable(conn, args.group, args.timeout)
             response = conn.send(request, version)
     except OSError as exc:
         raise UsageError(f"cannot reach {host}:{port}: {exc}") from None
@@ -66,4 +75,22 @@ def run(args: argparse.Namespace) -> int:
         rows = [[g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members),
                  sum(m.is_classic for m in g.members)] for g in found]
     sys.stdout.write(render(header, rows))
+    return 1 if failed else 0
+
+
+def _wait_stable(conn: Any, group_ids: list[str], timeout_s: float) -> int:
+    """--wait-stable: one line per group once it is settled, or its reasons and exit 1."""
+    from kprotocol.streams_group.stability import describe_settled
+
+    failed = 0
+    deadline = time.monotonic() + timeout_s
+    for group_id in group_ids:
+        settled, reasons, waited = describe_settled(conn, group_id, max(0.0, deadline - time.monotonic()))
+        if settled:
+            print(f"{group_id}: stable after {waited:.1f} s")
+            continue
+        failed += 1
+        sys.stderr.write(f"kprotocol: group {group_id} is not stable after {waited:.1f} s:\n")
+        for reason in reasons:
+            sys.stderr.write(f"  {reason}\n")
     return 1 if failed else 0

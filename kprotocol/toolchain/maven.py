@@ -23,6 +23,7 @@ from pathlib import Path
 JAVA_DIR = Path(os.environ.get("KPROTOCOL_JAVA_DIR", Path(__file__).resolve().parents[2] / "java"))
 POM = JAVA_DIR / "pom.xml"
 LEGACY_POM = JAVA_DIR / "legacy-streams" / "pom.xml"
+EXAMPLES_POM = JAVA_DIR / "streams-examples" / "pom.xml"
 PROJECT_JAR = JAVA_DIR / "target" / "kprotocol-java.jar"
 
 
@@ -107,6 +108,12 @@ def legacy_streams_libs(version: str) -> Path:
     return _resolve(LEGACY_POM, cache_root() / f"kafka-streams-{version}" / "libs", f"-Dstreams.version={version}")
 
 
+def streams_examples_libs() -> Path:
+    """The jar of Apache Kafka's published Kafka Streams examples (java/streams-examples/pom.xml)."""
+    version = re.search(r"<examples.version>([^<]+)<", EXAMPLES_POM.read_text(encoding="utf-8")).group(1)
+    return _resolve(EXAMPLES_POM, cache_root() / f"kafka-streams-examples-{version}" / "libs")
+
+
 def project_jar() -> Path:
     """kprotocol's own Java programs, rebuilt when a source under java/src is newer than the jar."""
     with _locked(PROJECT_JAR.parent):
@@ -119,15 +126,16 @@ def project_jar() -> Path:
     return PROJECT_JAR
 
 
-def classpath(libs: Path | None = None) -> str:
-    """A Java class path: kprotocol's jar first, then every jar of `libs` (the current release by default)."""
+def classpath(libs: Path | None = None, extra: tuple[Path, ...] = ()) -> str:
+    """A Java class path: kprotocol's jar first, then every jar of `libs` (the current release by default)
+    and of the `extra` directories."""
     libs = libs or kafka_libs()
-    return os.pathsep.join([str(project_jar()), str(libs / "*")])
+    return os.pathsep.join([str(project_jar()), str(libs / "*"), *(str(d / "*") for d in extra)])
 
 
 def java_command(main_class: str, *args: str, libs: Path | None = None, heap: str = "512m",
-                 jvm_options: tuple[str, ...] = ()) -> list[str]:
+                 jvm_options: tuple[str, ...] = (), extra_libs: tuple[Path, ...] = ()) -> list[str]:
     """The argv that runs `main_class` with Kafka's jars and the project's log4j2 configuration."""
     return [require("java"), f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={JAVA_DIR / 'src' / 'main' / 'resources' / 'log4j2.properties'}",
-            *jvm_options, "-cp", classpath(libs), main_class, *args]
+            *jvm_options, "-cp", classpath(libs, extra_libs), main_class, *args]

@@ -1,0 +1,271 @@
+"""The online migration of a real Kafka Streams application, step by step, with kills in between.
+
+A `Shape` names the application (one of Apache Kafka's published examples, run as they ship) and how
+it is configured; `run_migration` puts the gateway in front of its own broker, feeds a continuous
+deterministic input, starts three classic instances, rolls them one by one to the streams protocol
+with kill -9 of a classic instance, of a streams instance and of the gateway at different steps,
+then cuts over to the broker. After every step the group must settle within the bound (the
+runbook's `streams-groups describe --wait-stable` check, then every input partition's committed
+offset must move); at the end every word's count equals its occurrences in the input (at least them
+with at-least-once), and every instance stopped cleanly when asked.
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from kprotocol import message_class
+from kprotocol.connection import Connection
+from kprotocol.streams_group.stability import describe_settled
+from kprotocol.toolchain import KafkaBroker
+from kprotocol.toolchain.example_app import EXAMPLES, ExampleApp
+from migration import GatewayProcess
+
+INSTANCES, PARTITIONS = 3, 4
+SESSION_TIMEOUT_S = 10  # the apps' classic session time-out and the gateway's streams.session.timeout.ms
+SETTLE_BOUND_S = SESSION_TIMEOUT_S + 35  # a session time-out (a killed member's tasks) plus rejoins and restoring
+WORDS = 60
+
+
+@dataclass(frozen=True)
+class Shape:
+    example: str = "wordcount"
+    standbys: int = 1
+    guarantee: str = "exactly_once_v2"
+    threads: int = 1
+    classic_version: str | None = None  # an older Kafka Streams release for the classic instances
+
+    @property
+    def name(self) -> str:
+        version = f"-classic{self.classic_version}" if self.classic_version else ""
+        return f"{self.example}-sb{self.standbys}-{self.guarantee}-t{self.threads}{version}"
+
+
+@dataclass
+class StepResult:
+    name: str
+    settle_s: float
+    longest_stall_ms: int
+
+
+@dataclass
+class RunResult:
+    shape: Shape
+    steps: list[StepResult] = field(default_factory=list)
+    lines: int = 0
+    exact: bool = False
+    shutdown_s: list[float] = field(default_factory=list)
+
+
+class Feed:
+    """Lines of words produced continuously and acknowledged one by one; the words counted as sent."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        self.topic, self.words, self.lines = topic, collections.Counter(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            words = [f"w{(i * 7 + j * 13) % WORDS}" for j in range(3)]
+            self.producer.send(self.topic, value=" ".join(words).encode()).get(30)
+            self.words.update(words)
+            self.lines += 1
+            i += 1
+            time.sleep(0.01)
+
+    def start(self) -> Feed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> collections.Counter:
+        self._stop.set()
+        self._thread.join(60)
+        self.producer.close()
+        return self.words
+
+
+class Output:
+    """The output topic read as it grows (committed records only): the latest count per word and the
+    times records arrived per partition (a gap is a task not processing: the input never stops)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                      isolation_level="read_committed", consumer_timeout_ms=500)
+        self.latest: dict[str, int] = {}
+        self.arrivals: dict[int, list[float]] = collections.defaultdict(list)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self.consumer:
+                with self._lock:
+                    self.latest[message.key.decode()] = struct.unpack(">q", message.value)[0]
+                    self.arrivals[message.partition].append(time.time())
+                if self._stop.is_set():
+                    break
+
+    def start(self) -> Output:
+        self._thread.start()
+        return self
+
+    def longest_stall_ms(self, start: float, end: float) -> int:
+        with self._lock:
+            gaps = [b - a for times in self.arrivals.values() for a, b in zip(times, times[1:])
+                    if b >= start and a <= end]
+        return int(1000 * max(gaps, default=end - start))
+
+    def wait_for(self, expected: collections.Counter, timeout_s: float) -> dict[str, int]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(self.latest.get(k, 0) >= n for k, n in expected.items()):
+                    break
+            time.sleep(0.5)
+        time.sleep(2)  # anything past the expected counts (a duplicate) arrives too
+        with self._lock:
+            return dict(self.latest)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+
+
+def committed(broker: KafkaBroker, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of `topic`, as the brokers hold them (the gateway writes them there)."""
+    fetch = message_class("OffsetFetchRequest")
+    with Connection("127.0.0.1", broker.port) as conn:
+        answer = conn.send(fetch(groups=[fetch.OffsetFetchRequestGroup(group_id=group, topics=None)]), version=9)
+    return {p.partition_index: p.committed_offset for t in answer.groups[0].topics if t.name == topic
+            for p in t.partitions}
+
+
+def set_standbys(broker: KafkaBroker, group: str, standbys: int) -> None:
+    """The group's `streams.num.standby.replicas` on the broker (a group config, KIP-1071)."""
+    alter = message_class("IncrementalAlterConfigsRequest")
+    resource = alter.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        alter.AlterableConfig(name="streams.num.standby.replicas", config_operation=0, value=str(standbys))])
+    with Connection("127.0.0.1", broker.port) as conn:
+        answer = conn.send(alter(resources=[resource]))
+    assert answer.responses[0].error_code == 0, answer
+
+
+def settle(where: str, group: str, broker: KafkaBroker, topic: str, step: str) -> float:
+    """Wait for the group to settle (describe, as the runbook's --wait-stable) and for every input
+    partition's committed offset to move; the seconds it took. Fails with the reasons otherwise."""
+    begin = time.monotonic()
+    host, port = where.rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        settled, reasons, _ = describe_settled(conn, group, SETTLE_BOUND_S)
+    assert settled, f"{step}: the group did not settle within {SETTLE_BOUND_S} s: {reasons}"
+    before = committed(broker, group, topic)
+    while True:
+        now = committed(broker, group, topic)
+        stuck = [p for p in range(PARTITIONS) if now.get(p, -1) <= before.get(p, -1)]
+        if not stuck:
+            return time.monotonic() - begin
+        assert time.monotonic() - begin < SETTLE_BOUND_S, \
+            f"{step}: committed offsets of {topic} partitions {stuck} do not move: {now}"
+        time.sleep(0.5)
+
+
+def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = print) -> RunResult:
+    example = EXAMPLES[shape.example]
+    (source,), sink = example.input_topics, example.output_topic
+    app_id = f"migrate-{shape.example}-{uuid.uuid4().hex[:6]}"
+    result = RunResult(shape)
+    broker = KafkaBroker.start(workdir / "broker", config={"group.streams.session.timeout.ms": "10000",
+                                                          "group.streams.heartbeat.interval.ms": "1000"})
+    gateway = feed = output = None
+    apps: list[ExampleApp | None] = [None] * INSTANCES
+    try:
+        broker.create_topic(source, PARTITIONS)
+        broker.create_topic(sink, PARTITIONS)
+        gateway = GatewayProcess(broker.bootstrap, [app_id], workdir / "state", workdir / "gateway.log",
+                                 {"streams.num.standby.replicas": str(shape.standbys)}).start()
+        feed = Feed(broker.bootstrap, source).start()
+        output = Output(broker.bootstrap, sink).start()
+
+        def start(i: int, protocol: str, bootstrap: str) -> None:
+            classic = protocol == "classic"
+            apps[i] = ExampleApp.start(shape.example, bootstrap, app_id, workdir / f"instance-{i}",
+                                       group_protocol=protocol, num_standby_replicas=shape.standbys,
+                                       processing_guarantee=shape.guarantee, threads=shape.threads,
+                                       streams_version=shape.classic_version if classic else None)
+
+        def stop(i: int) -> None:
+            took = apps[i].stop()
+            assert took is not None, f"instance {i} ({apps[i].log_path}) hung on shutdown"
+            result.shutdown_s.append(took)
+
+        def step(name: str, action: Callable[[], None], where: str | None = None) -> None:
+            begin = time.time()
+            action()
+            took = settle(where or gateway.bootstrap, app_id, broker, source, name)
+            stall = output.longest_stall_ms(begin, time.time())
+            result.steps.append(StepResult(name, took, stall))
+            log(f"{shape.name}: {name}: settled in {took:.1f} s, longest output stall {stall} ms")
+
+        def roll(i: int) -> None:
+            stop(i)
+            start(i, "streams", gateway.bootstrap)
+
+        def kill_restart(i: int, protocol: str) -> None:
+            apps[i].kill()
+            start(i, protocol, gateway.bootstrap)
+
+        step("3 classic instances through the gateway",
+             lambda: [start(i, "classic", gateway.bootstrap) for i in range(INSTANCES)])
+        step("instance 0 rolled to the streams protocol", lambda: roll(0))
+        step("kill -9 of classic instance 2, restarted", lambda: kill_restart(2, "classic"))
+        step("instance 1 rolled to the streams protocol", lambda: roll(1))
+        step("kill -9 of streams instance 0, restarted", lambda: kill_restart(0, "streams"))
+        step("kill -9 of the gateway, restarted", lambda: (gateway.kill(), gateway.start()))
+        step("instance 2 rolled to the streams protocol", lambda: roll(2))
+
+        def cut_over() -> None:
+            for i in range(INSTANCES):
+                stop(i)
+            gateway.stop()
+            set_standbys(broker, app_id, shape.standbys)
+            for i in range(INSTANCES):
+                start(i, "streams", broker.bootstrap)
+        step("cut over to the broker", cut_over, where=broker.bootstrap)
+        time.sleep(2)
+        expected = feed.stop()
+        result.lines = feed.lines
+        counts = output.wait_for(expected, 90)
+        if shape.guarantee == "exactly_once_v2":
+            wrong = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k) != n}
+        else:
+            wrong = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k, 0) < n}
+        assert not wrong, f"{shape.name}: counts (output, input) differ for {len(wrong)} words: {wrong}"
+        result.exact = counts == dict(expected)
+        for i in range(INSTANCES):
+            stop(i)
+        return result
+    finally:
+        if feed is not None and feed._thread.is_alive():
+            feed.stop()
+        if output is not None:
+            output.stop()
+        for app in apps:
+            if app is not None:
+                app.kill()
+        if gateway is not None:
+            gateway.stop()
+        broker.stop()
