@@ -1,6 +1,7 @@
 """`kprotocol offsets decode|state PATH...`: coordinator topic segments as JSON.
 
-`decode` prints one JSON line per record (control markers included), `state` the groups'
+`decode` prints one compact JSON line per record (control markers included; `__consumer_offsets`
+through the compiled path of kprotocol.coordinator.lines), `state` the groups'
 rebuilt state. Both accept segment files and directories of segments, show a progress bar on
 stderr for large inputs, list every problem at the end on stderr, and exit 1 if there was one.
 """
@@ -8,6 +9,7 @@ stderr for large inputs, list every problem at the end on stderr, and exit 1 if 
 from __future__ import annotations
 
 import argparse
+import mmap
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +17,13 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, type_names
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
+from kprotocol.coordinator.lines import compact, record_problem
 from kprotocol.coordinator.state import GroupStateBuilder
 from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch
-from kprotocol.records.segment import SegmentProblem, read_logs, segment_files
+from kprotocol.records.segment import SegmentProblem, read_logs, read_segment_bytes, segment_files
 from kprotocol.tools.inputs import UsageError
 from kprotocol.tools.tables import render
 from kprotocol.tools.jsontext import dumps
@@ -52,17 +55,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     state.set_defaults(func=lambda args: run_state(args, sys.stdout, sys.stderr))
 
 
-def _batches(
-    args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO
-) -> Iterator[tuple[Path, RecordBatch]]:
+def _segment_files(args: argparse.Namespace) -> list[Path]:
     topic = getattr(args, "topic", CONSUMER_OFFSETS)
     files = [f for p in args.paths for f in segment_files(p, topic)]
     if not files:
         raise UsageError(f"no {topic} segments under {', '.join(map(str, args.paths))}")
-    total = sum(f.stat().st_size for f in files)
+    return files
+
+
+def _progress(args: argparse.Namespace, err: TextIO, total: int) -> tqdm:
     terminal = hasattr(err, "isatty") and err.isatty()
     show = terminal and total >= PROGRESS_THRESHOLD if args.progress is None else args.progress
-    with tqdm(total=total, unit="B", unit_scale=True, disable=not show, file=err) as bar:
+    return tqdm(total=total, unit="B", unit_scale=True, disable=not show, file=err)
+
+
+def _batches(
+    args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO
+) -> Iterator[tuple[Path, RecordBatch]]:
+    files = _segment_files(args)
+    with _progress(args, err, sum(f.stat().st_size for f in files)) as bar:
         for file, entry in read_logs(files):
             if isinstance(entry, SegmentProblem):
                 problems.append(entry)
@@ -75,13 +86,6 @@ def _batches(
 def _group_of(decoded: dict[str, Any]) -> str | None:
     data = decoded["key"].get("data") or {}
     return data.get("group", data.get("groupId"))
-
-
-def _record_problem(decoded: dict[str, Any]) -> str | None:
-    for part in (decoded["key"], decoded["value"]):
-        if part and ("error" in part or part.get("unknown")):
-            return part.get("error") or "unknown record type or version"
-    return None
 
 
 def _wanted_types(args: argparse.Namespace, names: dict[int, str]) -> set[int] | None:
@@ -112,46 +116,118 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     names = type_names(args.topic)
     wanted = _wanted_types(args, names)
     limit = getattr(args, "max_records", None)
-    indent = 2 if getattr(args, "pretty", False) else None
-    written = 0
-    for file, batch in _batches(args, problems, err):
-        if limit is not None and written >= limit:
-            break
-        for record in batch.records:
+    pretty = getattr(args, "pretty", False)
+    if pretty:
+        write = lambda doc: out.write(dumps(doc, 2) + "\n")  # noqa: E731
+    else:
+        sink = _LineSink(out)
+        write = lambda doc: sink.write(compact(doc) + b"\n")  # noqa: E731
+    if lines.ENABLED and not pretty and args.topic == CONSUMER_OFFSETS and not args.group and wanted is None:
+        _decode_compiled(args, names, sink, write, problems, record_problems, limit, err)
+    else:
+        written = 0
+        for file, batch in _batches(args, problems, err):
+            written += _write_batch(file, batch, args, names, wanted, record_problems, write,
+                                    None if limit is None else limit - written)
             if limit is not None and written >= limit:
                 break
-            line: dict[str, Any] = {"segment": str(file), "offset": record.offset, "timestamp": record.timestamp,
-                                    "batch": batch_fields(batch)}
-            if batch.is_transactional:
-                line["producerId"] = batch.producer_id
-            if batch.is_control:
-                if args.group:
-                    continue
-                try:
-                    line["control"] = decode_control(record)
-                except DecodeError as exc:
-                    record_problems.append(f"{file}: control record at offset {record.offset}: {exc}")
-                    line["control"] = {"error": str(exc)}
-            elif record.key is None:
-                record_problems.append(f"{file}: record at offset {record.offset} has no key")
-                continue
-            else:
-                decoded = decode_record(record.key, record.value, topic=args.topic)
-                if args.group and _group_of(decoded) != args.group:
-                    continue
-                record_type = decoded["key"].get("type")
-                if wanted is not None and record_type not in wanted:
-                    continue
-                line["recordType"] = names.get(record_type)
-                problem = _record_problem(decoded)
-                if problem:
-                    record_problems.append(f"{file}: record at offset {record.offset}: {problem}")
-                line.update(decoded)
-            if batch.is_control and wanted is not None:
-                continue
-            out.write(dumps(line, indent) + "\n")
-            written += 1
+    if not pretty:
+        sink.close()
     return _summarize(problems, record_problems, err)
+
+
+def _write_batch(file: Path, batch: RecordBatch, args: argparse.Namespace, names: dict[int, str],
+                 wanted: set[int] | None, record_problems: list[str], write: Any, limit: int | None) -> int:
+    """Write the lines of a batch's records by the reference decoder; how many were written."""
+    written = 0
+    for record in batch.records:
+        if limit is not None and written >= limit:
+            break
+        line: dict[str, Any] = {"segment": str(file), "offset": record.offset, "timestamp": record.timestamp,
+                                "batch": batch_fields(batch)}
+        if batch.is_transactional:
+            line["producerId"] = batch.producer_id
+        if batch.is_control:
+            if args.group or wanted is not None:
+                continue
+            try:
+                line["control"] = decode_control(record)
+            except DecodeError as exc:
+                record_problems.append(f"{file}: control record at offset {record.offset}: {exc}")
+                line["control"] = {"error": str(exc)}
+        elif record.key is None:
+            record_problems.append(f"{file}: record at offset {record.offset} has no key")
+            continue
+        else:
+            decoded = decode_record(record.key, record.value, topic=args.topic)
+            if args.group and _group_of(decoded) != args.group:
+                continue
+            record_type = decoded["key"].get("type")
+            if wanted is not None and record_type not in wanted:
+                continue
+            line["recordType"] = names.get(record_type)
+            problem = record_problem(decoded)
+            if problem:
+                record_problems.append(f"{file}: record at offset {record.offset}: {problem}")
+            line.update(decoded)
+        write(line)
+        written += 1
+    return written
+
+
+class _LineSink:
+    """JSON lines as UTF-8 bytes, to the binary buffer under `out` when it has one."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.binary = getattr(out, "buffer", None)
+        if self.binary is not None:
+            out.flush()
+
+    def write(self, data: bytes) -> None:
+        if self.binary is not None:
+            self.binary.write(data)
+        else:
+            self.out.write(data.decode())
+
+    def close(self) -> None:
+        if self.binary is not None:
+            self.binary.flush()
+
+
+def _decode_compiled(args: argparse.Namespace, names: dict[int, str], sink: _LineSink, write: Any,
+                     problems: list[SegmentProblem], record_problems: list[str], limit: int | None,
+                     err: TextIO) -> None:
+    """`offsets decode` of __consumer_offsets through the compiled path; a batch it stops at is read by the
+    Python reader (decoded by the reference decoder, or reported as a problem)."""
+    files = _segment_files(args)
+    compiled = lines.Lines(record_problems)
+    written = 0
+    with _progress(args, err, sum(f.stat().st_size for f in files)) as bar:
+        for file in files:
+            size = file.stat().st_size
+            if not size:
+                continue
+            with file.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                head, pos = compiled.head(str(file)), 0
+                while pos < size and (limit is None or written < limit):
+                    chunk, at, count, stopped = compiled.decoder.lines(
+                        data, pos, size, head, -1 if limit is None else limit - written)
+                    sink.write(chunk)
+                    written += count
+                    if stopped:
+                        entry = next(read_segment_bytes(data, str(file), start=at), None)
+                        if entry is None:  # an all-zero tail
+                            at = size
+                        elif isinstance(entry, SegmentProblem):
+                            problems.append(entry)
+                            at = entry.position + entry.length
+                        else:
+                            written += _write_batch(file, entry, args, names, None, record_problems, write,
+                                                    None if limit is None else limit - written)
+                            at = entry.byte_offset + entry.size
+                    bar.update(at - pos)
+                    pos = at
 
 
 def run_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -39,10 +39,10 @@ LogEntry = RecordBatch | SegmentProblem
 
 def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
                        max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-                       max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[LogEntry]:
-    """Batches and problems of one segment's contents, in file order. A batch over `max_records`
-    records or `max_decompressed` bytes is a problem, reported before anything is inflated."""
-    pos = 0
+                       max_records: int = DEFAULT_MAX_RECORDS, start: int = 0) -> Iterator[LogEntry]:
+    """Batches and problems of one segment's contents from byte `start`, in file order. A batch over
+    `max_records` records or `max_decompressed` bytes is a problem, reported before anything is inflated."""
+    pos = start
     end = len(data)
     while pos < end:
         try:

@@ -1,0 +1,1063 @@
+/* Compiled path from `__consumer_offsets` segment bytes to JSON lines (or pipeline rows).
+ *
+ * A Decoder walks canonical, uncompressed-or-decompressed magic-2 batches of a segment and writes
+ * each record as `kprotocol offsets decode` prints it, driven by JSON plans that
+ * kprotocol/coordinator/lines.py builds from the generated classes' field schemas (one per struct
+ * and version). It handles the common case only. A batch it does not take (another magic, a bad
+ * CRC or length, a control batch, headers, a non-canonical varint...) stops the walk at that batch
+ * for the Python reader, which decodes it or reports the problem precisely; a record it does not
+ * take (an unknown type or version, a decode error, invalid UTF-8, an unusual tagged field...)
+ * goes to a Python fallback that runs the reference decoder for that record. So the Python code
+ * stays the reference and this file never reproduces its error messages.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { K_BOOL, K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_UINT32, K_UUID, K_STRING, K_BYTES, K_STRUCT };
+static const int FIXED_SIZE[] = {1, 1, 2, 4, 8, 2, 4, 16};
+/* How a tagged field's default is compared: a number, bytes (string/uuid/bytes), null, an empty array;
+ * "other" (a struct) sends the record to the fallback whenever the tag is present. */
+enum { D_INT, D_BYTES, D_NULL, D_EMPTY, D_OTHER };
+enum { NCAP = 10 };
+#define FB (-1)  /* not the common case: the Python fallback decides */
+#define ERR (-2) /* a Python exception is set */
+
+/* ------------------------------------------------------------------ output buffer */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int grow(Out *o, Py_ssize_t n) {
+    Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+    while (cap < o->len + n) cap *= 2;
+    char *b = PyMem_Realloc(o->buf, cap);
+    if (!b) { PyErr_NoMemory(); return ERR; }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int reserve(Out *o, Py_ssize_t n) { return o->len + n <= o->cap ? 0 : grow(o, n); }
+
+static inline int put(Out *o, const void *p, Py_ssize_t n) {
+    if (reserve(o, n) < 0) return ERR;
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
+#define PUTS(o, s) put((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+static inline int put_int(Out *o, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do { tmp[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) tmp[n++] = '-';
+    if (reserve(o, n) < 0) return ERR;
+    for (int i = 0; i < n; i++) o->buf[o->len + i] = tmp[n - 1 - i];
+    o->len += n;
+    return 0;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* A JSON string of strict UTF-8 `p[0..n)`, escaped as orjson escapes it; FB when not valid UTF-8. */
+static int put_string(Out *o, const unsigned char *p, Py_ssize_t n) {
+    if (reserve(o, n + 2) < 0) return ERR;
+    o->buf[o->len++] = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t start = i;
+        while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\') i++;
+        if (i > start && put(o, p + start, i - start) < 0) return ERR;
+        if (i >= n) break;
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            char esc[6] = {'\\', 0, 0, 0, 0, 0};
+            int k = 2;
+            switch (c) {
+            case '"': esc[1] = '"'; break;
+            case '\\': esc[1] = '\\'; break;
+            case '\b': esc[1] = 'b'; break;
+            case '\t': esc[1] = 't'; break;
+            case '\n': esc[1] = 'n'; break;
+            case '\f': esc[1] = 'f'; break;
+            case '\r': esc[1] = 'r'; break;
+            default:
+                esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = HEX[c >> 4]; esc[5] = HEX[c & 15];
+                k = 6;
+            }
+            if (put(o, esc, k) < 0) return ERR;
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+        else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+        else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+        else return FB;
+        if (i + len > n) return FB;
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return FB;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return FB;
+        if (put(o, p + i, len) < 0) return ERR;
+        i += len;
+    }
+    if (reserve(o, 1) < 0) return ERR;
+    o->buf[o->len++] = '"';
+    return 0;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* Base64 of p[0..n) in quotes: standard with padding, or URL-safe without (uuids). */
+static int put_base64(Out *o, const unsigned char *p, Py_ssize_t n, int url) {
+    const char *t = url ? B64URL : B64;
+    if (reserve(o, (n + 2) / 3 * 4 + 2) < 0) return ERR;
+    char *d = o->buf + o->len;
+    *d++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *d++ = t[v >> 18]; *d++ = t[(v >> 12) & 63]; *d++ = t[(v >> 6) & 63]; *d++ = t[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *d++ = t[v >> 18]; *d++ = t[(v >> 12) & 63];
+        if (!url) { *d++ = '='; *d++ = '='; }
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+        *d++ = t[v >> 18]; *d++ = t[(v >> 12) & 63]; *d++ = t[(v >> 6) & 63];
+        if (!url) *d++ = '=';
+    }
+    *d++ = '"';
+    o->len = d - o->buf;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ wire primitives */
+
+static inline int64_t be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+/* Minimal unsigned varint of at most 5 bytes (32 bits); FB on anything else. */
+static int read_uvarint(const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, uint32_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end) return FB;
+        unsigned char c = b[p++];
+        result |= (uint64_t)(c & 0x7f) << shift;
+        if (c < 0x80) {
+            if (c == 0 && shift) return FB;
+            if (result > 0xffffffffu) return FB;
+            *out = (uint32_t)result;
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 28) return FB;
+    }
+}
+
+/* Zig-zag varint of a record (minimal, at most `maxbytes` bytes); FB on anything else. */
+static int read_zigzag(const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, int maxbytes, int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < maxbytes; i++) {
+        if (p >= end) return FB;
+        unsigned char c = b[p++];
+        result |= (uint64_t)(c & 0x7f) << shift;
+        if (c < 0x80) {
+            if ((c == 0 && i) || (i == 9 && c > 1)) return FB;
+            if (maxbytes == 5 && result > 0xffffffffu) return FB;
+            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+    }
+    return FB;
+}
+
+/* Length of a string/bytes/array (width 2 or 4 when not flexible); *isnull for null. */
+static int read_length(const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, int flex, int width,
+                       Py_ssize_t *n, int *isnull) {
+    *isnull = 0;
+    if (flex) {
+        uint32_t v;
+        if (read_uvarint(b, end, pos, &v) < 0) return FB;
+        if (v == 0) { *isnull = 1; return 0; }
+        *n = (Py_ssize_t)v - 1;
+        return 0;
+    }
+    if (*pos + width > end) return FB;
+    int64_t v = width == 2 ? (int16_t)be(b + *pos, 2) : (int32_t)be(b + *pos, 4);
+    *pos += width;
+    if (v == -1) { *isnull = 1; return 0; }
+    if (v < -1) return FB;
+    *n = (Py_ssize_t)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ JSON plans */
+
+typedef struct PlanObject PlanObject;
+
+typedef struct {
+    PyObject *key;      /* bytes: `"name":` */
+    int kind, array, nullable, tag, capture, hook;
+    int dkind;          /* D_* (tagged fields) */
+    int64_t dint;
+    PyObject *dbytes;   /* D_BYTES default */
+    PlanObject *sub;
+    PyObject *hook_key; /* bytes: `,"decodedName":` */
+} FieldPlan;
+
+struct PlanObject {
+    PyObject_HEAD
+    int flexible, nfields, has_hooks;
+    FieldPlan *fields;
+    PyObject *refs; /* the field tuple: keeps keys, defaults and subs alive */
+};
+
+static PyTypeObject PlanType;
+
+static void Plan_dealloc(PlanObject *self) {
+    PyObject_GC_UnTrack(self);
+    PyMem_Free(self->fields);
+    Py_CLEAR(self->refs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->refs);
+    return 0;
+}
+
+/* Plan(flexible, fields): each field (key, kind, array, nullable, tag, dkind, default, sub, capture, hook,
+ * hook_key), in spec order, tagged fields last. */
+static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    int flexible;
+    PyObject *fields;
+    if (!PyArg_ParseTuple(args, "pO!", &flexible, &PyTuple_Type, &fields)) return NULL;
+    PlanObject *self = (PlanObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->flexible = flexible;
+    self->refs = Py_NewRef(fields);
+    self->nfields = (int)PyTuple_GET_SIZE(fields);
+    self->fields = PyMem_Calloc(self->nfields ? self->nfields : 1, sizeof(FieldPlan));
+    if (!self->fields) { Py_DECREF(self); return PyErr_NoMemory(); }
+    for (int i = 0; i < self->nfields; i++) {
+        FieldPlan *f = &self->fields[i];
+        PyObject *sub, *dflt;
+        long long dint = 0;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "SiiiiiOOiiO", &f->key, &f->kind, &f->array, &f->nullable,
+                              &f->tag, &f->dkind, &dflt, &sub, &f->capture, &f->hook, &f->hook_key)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (f->kind < K_BOOL || f->kind > K_STRUCT || f->capture >= NCAP || f->dkind < D_INT || f->dkind > D_OTHER) {
+            PyErr_SetString(PyExc_ValueError, "bad field plan");
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (f->dkind == D_INT) {
+            dint = PyLong_AsLongLong(dflt);
+            if (dint == -1 && PyErr_Occurred()) { Py_DECREF(self); return NULL; }
+        } else if (f->dkind == D_BYTES) {
+            if (!PyBytes_Check(dflt)) { PyErr_SetString(PyExc_TypeError, "bytes default expected"); Py_DECREF(self); return NULL; }
+            f->dbytes = dflt;
+        }
+        f->dint = dint;
+        if (f->kind == K_STRUCT) {
+            if (!PyObject_TypeCheck(sub, &PlanType)) { PyErr_SetString(PyExc_TypeError, "struct field needs a Plan"); Py_DECREF(self); return NULL; }
+            f->sub = (PlanObject *)sub;
+        }
+        if (f->hook) {
+            if (!PyBytes_Check(f->hook_key)) { PyErr_SetString(PyExc_TypeError, "hook key must be bytes"); Py_DECREF(self); return NULL; }
+            self->has_hooks = 1;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol.coordinator._offsets.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Plan_new,
+    .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_traverse = (traverseproc)Plan_traverse,
+};
+
+/* A top-level scalar remembered while a record is written (group, offsets, protocol...). */
+typedef struct {
+    int set, isnull, kind;
+    int64_t i;
+    const unsigned char *p;
+    Py_ssize_t n;
+} Capture;
+
+enum { NESTED_VERSIONS = 8 };
+
+typedef struct {
+    Capture cap[NCAP];
+    PyObject *hook; /* hook(which, protocol, payload) -> JSON bytes or None */
+    PlanObject *nested[2][NESTED_VERSIONS]; /* [hook - 1][version]: consumer-protocol plans */
+    int latest[2];                          /* their latest version, -1 for none */
+} Ctx;
+
+enum { CAP_PROTOCOL_TYPE = 8, CAP_PROTOCOL = 9 };
+
+/* A scalar read off the wire: its number, or its bytes. */
+typedef struct {
+    int isnull;
+    int64_t i;
+    const unsigned char *p;
+    Py_ssize_t n;
+} Scalar;
+
+static int read_scalar(int kind, const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, int flex, int nullable,
+                       Scalar *v) {
+    v->isnull = 0;
+    if (kind <= K_UUID) {
+        int size = FIXED_SIZE[kind];
+        if (*pos + size > end) return FB;
+        const unsigned char *p = b + *pos;
+        switch (kind) {
+        case K_BOOL: if (p[0] > 1) return FB; v->i = p[0]; break;
+        case K_INT8: v->i = (int8_t)p[0]; break;
+        case K_INT16: v->i = (int16_t)be(p, 2); break;
+        case K_INT32: v->i = (int32_t)be(p, 4); break;
+        case K_INT64: v->i = be(p, 8); break;
+        case K_UINT16: v->i = (uint16_t)be(p, 2); break;
+        case K_UINT32: v->i = (uint32_t)be(p, 4); break;
+        case K_UUID: v->p = p; v->n = 16; break;
+        }
+        *pos += size;
+        return 0;
+    }
+    Py_ssize_t n = 0;
+    int isnull;
+    if (read_length(b, end, pos, flex, kind == K_STRING ? 2 : 4, &n, &isnull) < 0) return FB;
+    if (isnull) {
+        if (!nullable) return FB;
+        v->isnull = 1;
+        return 0;
+    }
+    if ((kind == K_STRING && n > 0x7fff) || n > end - *pos) return FB;
+    v->p = b + *pos;
+    v->n = n;
+    *pos += n;
+    return 0;
+}
+
+static int put_scalar(Out *o, int kind, const Scalar *v) {
+    if (v->isnull) return PUTS(o, "null");
+    switch (kind) {
+    case K_BOOL: return v->i ? PUTS(o, "true") : PUTS(o, "false");
+    case K_UUID: return put_base64(o, v->p, 16, 1);
+    case K_STRING: return put_string(o, v->p, v->n);
+    case K_BYTES: return put_base64(o, v->p, v->n, 0);
+    default: return put_int(o, v->i);
+    }
+}
+
+static int emit_struct(PlanObject *pl, const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, Out *o, Ctx *ctx,
+                       int top);
+
+/* One field's value (not its key) off the wire, as JSON. */
+static int emit_value(const FieldPlan *f, int flex, const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, Out *o,
+                      Ctx *ctx, Scalar *last) {
+    int r;
+    if (f->array) {
+        Py_ssize_t n = 0;
+        int isnull;
+        if (read_length(b, end, pos, flex, 4, &n, &isnull) < 0) return FB;
+        if (isnull) {
+            if (!f->nullable) return FB;
+            return PUTS(o, "null");
+        }
+        if (n > end - *pos) return FB;
+        if (PUTS(o, "[") < 0) return ERR;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i && PUTS(o, ",") < 0) return ERR;
+            if (f->kind == K_STRUCT) {
+                if ((r = emit_struct(f->sub, b, end, pos, o, ctx, 0)) < 0) return r;
+            } else {
+                Scalar v;
+                if (read_scalar(f->kind, b, end, pos, flex, 0, &v) < 0) return FB;
+                if ((r = put_scalar(o, f->kind, &v)) < 0) return r;
+            }
+        }
+        return PUTS(o, "]");
+    }
+    if (f->kind == K_STRUCT) {
+        if (f->nullable) {
+            if (*pos >= end) return FB;
+            unsigned char m = b[(*pos)++];
+            if (m == 255) return PUTS(o, "null");
+            if (m != 1) return FB;
+        }
+        return emit_struct(f->sub, b, end, pos, o, ctx, 0);
+    }
+    if (read_scalar(f->kind, b, end, pos, flex, f->nullable, last) < 0) return FB;
+    return put_scalar(o, f->kind, last);
+}
+
+static void capture(Ctx *ctx, const FieldPlan *f, const Scalar *v) {
+    Capture *c = &ctx->cap[f->capture];
+    c->set = 1;
+    c->isnull = v->isnull;
+    c->kind = f->kind;
+    c->i = v->i;
+    c->p = v->p;
+    c->n = v->n;
+}
+
+static int is_default(const FieldPlan *f, const Scalar *v) {
+    switch (f->dkind) {
+    case D_INT: return !v->isnull && v->i == f->dint;
+    case D_NULL: return v->isnull;
+    case D_BYTES:
+        return !v->isnull && v->n == PyBytes_GET_SIZE(f->dbytes) && memcmp(v->p, PyBytes_AS_STRING(f->dbytes), v->n) == 0;
+    default: return 0;
+    }
+}
+
+/* A tagged field present on the wire at [*pos, e): written after a comma unless it equals its default. */
+static int emit_tagged(const FieldPlan *f, const unsigned char *b, Py_ssize_t e, Py_ssize_t *pos, Out *o, Ctx *ctx,
+                       int *first) {
+    int r;
+    if (f->array) {
+        if (f->dkind != D_EMPTY && f->dkind != D_NULL) return FB;
+        Py_ssize_t p = *pos, n = 0;
+        int isnull;
+        if (read_length(b, e, &p, 1, 4, &n, &isnull) < 0) return FB;
+        if ((isnull && f->dkind == D_NULL) || (!isnull && n == 0 && f->dkind == D_EMPTY)) {
+            *pos = p;
+            return 0;
+        }
+    } else if (f->kind == K_STRUCT) {
+        /* only a null struct (marker 0 in a tag): a present one may hold payloads decoded in Python */
+        if (!f->nullable || *pos >= e || b[*pos] != 0) return FB;
+        (*pos)++;
+        if (f->dkind == D_NULL) return 0;
+        if (!*first && PUTS(o, ",") < 0) return ERR;
+        *first = 0;
+        if (put(o, PyBytes_AS_STRING(f->key), PyBytes_GET_SIZE(f->key)) < 0) return ERR;
+        return PUTS(o, "null");
+    } else if (f->dkind == D_OTHER || f->dkind == D_EMPTY) {
+        return FB;
+    } else {
+        Scalar v;
+        Py_ssize_t p = *pos;
+        if (read_scalar(f->kind, b, e, &p, 1, f->nullable, &v) < 0) return FB;
+        if (f->capture >= 0) capture(ctx, f, &v);
+        *pos = p;
+        if (is_default(f, &v)) return 0;
+        if (!*first && PUTS(o, ",") < 0) return ERR;
+        *first = 0;
+        if (put(o, PyBytes_AS_STRING(f->key), PyBytes_GET_SIZE(f->key)) < 0) return ERR;
+        return put_scalar(o, f->kind, &v);
+    }
+    if (!*first && PUTS(o, ",") < 0) return ERR;
+    *first = 0;
+    if (put(o, PyBytes_AS_STRING(f->key), PyBytes_GET_SIZE(f->key)) < 0) return ERR;
+    Scalar unused;
+    if ((r = emit_value(f, 1, b, e, pos, o, ctx, &unused)) < 0) return r;
+    return 0;
+}
+
+/* `,"decoded<Field>":{"version":V,"data":{...}}` of a consumer-protocol payload whose userdata is not
+ * Kafka Streams' (decoded at min(V, latest) as the Python path does); FB for anything else. */
+static int emit_nested(Ctx *ctx, const FieldPlan *f, const Scalar *payload, Out *o) {
+    const Capture *name = &ctx->cap[CAP_PROTOCOL];
+    if (name->set && !name->isnull && name->n == 6 && memcmp(name->p, "stream", 6) == 0) return FB;
+    if (payload->n < 2) return FB;
+    int version = (int16_t)be(payload->p, 2);
+    if (version < 0) return FB;
+    int latest = ctx->latest[f->hook - 1];
+    PlanObject *plan = latest < 0 ? NULL : ctx->nested[f->hook - 1][version > latest ? latest : version];
+    if (!plan) return FB;
+    Py_ssize_t start = o->len, p = 2;
+    int r;
+    if (put(o, PyBytes_AS_STRING(f->hook_key), PyBytes_GET_SIZE(f->hook_key)) < 0 || PUTS(o, "{\"version\":") < 0 ||
+        put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0)
+        return ERR;
+    if ((r = emit_struct(plan, payload->p, payload->n, &p, o, ctx, 0)) < 0 || p != payload->n) {
+        o->len = start;
+        return r == ERR ? ERR : FB;
+    }
+    return PUTS(o, "}");
+}
+
+static int call_hook(Ctx *ctx, const FieldPlan *f, const Scalar *payload, Out *o) {
+    const Capture *type = &ctx->cap[CAP_PROTOCOL_TYPE], *name = &ctx->cap[CAP_PROTOCOL];
+    if (payload->isnull || payload->n == 0 || !type->set || type->isnull || type->n != 8 || memcmp(type->p, "consumer", 8))
+        return 0;
+    int nested = emit_nested(ctx, f, payload, o);
+    if (nested != FB) return nested;
+    PyObject *protocol = PyUnicode_DecodeUTF8(name->set && !name->isnull ? (const char *)name->p : "",
+                                              name->set && !name->isnull ? name->n : 0, NULL);
+    if (!protocol) return ERR;
+    PyObject *data = PyBytes_FromStringAndSize((const char *)payload->p, payload->n);
+    if (!data) { Py_DECREF(protocol); return ERR; }
+    PyObject *which = PyLong_FromLong(f->hook);
+    PyObject *r = which ? PyObject_CallFunctionObjArgs(ctx->hook, which, protocol, data, NULL) : NULL;
+    Py_XDECREF(which);
+    Py_DECREF(protocol);
+    Py_DECREF(data);
+    if (!r) return ERR;
+    int status = 0;
+    if (r != Py_None) {
+        if (!PyBytes_Check(r)) {
+            PyErr_SetString(PyExc_TypeError, "the nested-payload hook must return bytes or None");
+            status = ERR;
+        } else if (put(o, PyBytes_AS_STRING(f->hook_key), PyBytes_GET_SIZE(f->hook_key)) < 0 ||
+                   put(o, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r)) < 0) {
+            status = ERR;
+        }
+    }
+    Py_DECREF(r);
+    return status;
+}
+
+enum { MAX_FIELDS = 64 };
+
+/* A struct at *pos as a JSON object: regular fields in order, then its tagged section (tagged fields
+ * come last in spec order: the plan builder makes sure of it), then any decoded nested payloads. */
+static int emit_struct(PlanObject *pl, const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, Out *o, Ctx *ctx,
+                       int top) {
+    int r, first = 1, nregular = pl->nfields;
+    Scalar hooked[MAX_FIELDS];
+    if (pl->nfields > MAX_FIELDS) return FB;
+    if (PUTS(o, "{") < 0) return ERR;
+    for (int i = 0; i < pl->nfields; i++) {
+        const FieldPlan *f = &pl->fields[i];
+        if (f->tag >= 0) { nregular = i; break; }
+        if (!first && PUTS(o, ",") < 0) return ERR;
+        first = 0;
+        if (put(o, PyBytes_AS_STRING(f->key), PyBytes_GET_SIZE(f->key)) < 0) return ERR;
+        Scalar v;
+        if ((r = emit_value(f, pl->flexible, b, end, pos, o, ctx, &v)) < 0) return r;
+        if (top && f->capture >= 0 && !f->array && f->kind != K_STRUCT) capture(ctx, f, &v);
+        if (f->hook) hooked[i] = v;
+    }
+    if (pl->flexible) {
+        if (*pos >= end) return FB;
+        if (b[*pos] == 0) {
+            (*pos)++;
+        } else {
+            uint32_t nt;
+            if (read_uvarint(b, end, pos, &nt) < 0) return FB;
+            Py_ssize_t at[MAX_FIELDS], stop[MAX_FIELDS];
+            for (int i = nregular; i < pl->nfields; i++) at[i] = -1;
+            int64_t last = -1;
+            for (uint32_t k = 0; k < nt; k++) {
+                uint32_t tag, size;
+                if (read_uvarint(b, end, pos, &tag) < 0 || read_uvarint(b, end, pos, &size) < 0) return FB;
+                if ((int64_t)tag <= last || size > end - *pos) return FB;
+                last = tag;
+                for (int i = nregular; i < pl->nfields; i++) {
+                    if (pl->fields[i].tag == (int)tag) { at[i] = *pos; stop[i] = *pos + size; }
+                }
+                *pos += size;
+            }
+            for (int i = nregular; i < pl->nfields; i++) {
+                if (at[i] < 0) continue;
+                Py_ssize_t p = at[i];
+                if ((r = emit_tagged(&pl->fields[i], b, stop[i], &p, o, ctx, &first)) < 0) return r;
+                if (p != stop[i]) return FB;
+            }
+        }
+    }
+    if (pl->has_hooks && ctx->hook) {
+        for (int i = 0; i < nregular; i++) {
+            if (pl->fields[i].hook && (r = call_hook(ctx, &pl->fields[i], &hooked[i], o)) < 0) return r;
+        }
+    }
+    return PUTS(o, "}");
+}
+
+/* ------------------------------------------------------------------ CRC32C */
+
+static uint32_t crc_table[8][256];
+static int crc_hw = 0;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+    }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_soft(uint32_t c, const unsigned char *p, Py_ssize_t n) {
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+#endif
+        w ^= c;
+        c = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+            crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+            crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+    return c;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc_sse(uint32_t c, const unsigned char *p, Py_ssize_t n) {
+    uint64_t c64 = c;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, w);
+        p += 8;
+        n -= 8;
+    }
+    c = (uint32_t)c64;
+    while (n--) c = __builtin_ia32_crc32qi(c, *p++);
+    return c;
+}
+#endif
+
+static uint32_t crc32c(const unsigned char *p, Py_ssize_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (crc_hw) return ~crc_sse(0xffffffffu, p, n);
+#endif
+    return ~crc_soft(0xffffffffu, p, n);
+}
+
+/* ------------------------------------------------------------------ batches and records */
+
+enum { MAX_TYPES = 64, MAX_VERSIONS = 32, V2_HEADER = 61 };
+
+typedef struct {
+    int64_t offset, timestamp;
+    const unsigned char *key, *value;
+    Py_ssize_t key_len, value_len; /* -1: null */
+} Rec;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *key_plans[MAX_TYPES];
+    PyObject *value_plans[MAX_TYPES][MAX_VERSIONS];
+    PyObject *names[MAX_TYPES];   /* bytes: `"recordType":"Name","key":{"type":N,"data":` */
+    PyObject *hook, *decompress, *fallback, *nested_refs;
+    PlanObject *nested[2][NESTED_VERSIONS];
+    int latest[2];
+    Py_ssize_t max_records;
+    Out out, scratch;
+    Rec *recs;
+    Py_ssize_t nrecs_cap;
+} DecoderObject;
+
+typedef struct {
+    int64_t base_offset, last_offset, max_ts, producer_id;
+    int32_t leader_epoch, count;
+    int16_t producer_epoch, attributes;
+    uint32_t crc;
+    Py_ssize_t size;
+    PyObject *inflated; /* owns the decompressed payload */
+} Batch;
+
+static const char *CODECS[] = {"none", "gzip", "snappy", "lz4", "zstd"};
+
+/* The batch at `pos` and its records, or FB for anything the Python reader should take. */
+static int read_batch(DecoderObject *self, const unsigned char *d, Py_ssize_t pos, Py_ssize_t end, Batch *bt) {
+    bt->inflated = NULL;
+    if (end - pos < V2_HEADER || d[pos + 16] != 2) return FB;
+    const unsigned char *h = d + pos;
+    int32_t length = (int32_t)be(h + 8, 4);
+    if (length < V2_HEADER - 12 || (Py_ssize_t)length + 12 > end - pos) return FB;
+    bt->size = (Py_ssize_t)length + 12;
+    bt->base_offset = be(h, 8);
+    bt->leader_epoch = (int32_t)be(h + 12, 4);
+    bt->crc = (uint32_t)be(h + 17, 4);
+    bt->attributes = (int16_t)be(h + 21, 2);
+    bt->last_offset = bt->base_offset + (int32_t)be(h + 23, 4);
+    int64_t base_ts = be(h + 27, 8);
+    bt->max_ts = be(h + 35, 8);
+    bt->producer_id = be(h + 43, 8);
+    bt->producer_epoch = (int16_t)be(h + 51, 2);
+    bt->count = (int32_t)be(h + 57, 4);
+    int codec = bt->attributes & 7;
+    if (codec > 4 || bt->count < 0 || bt->count > self->max_records) return FB;
+    if (crc32c(h + 21, bt->size - 21) != bt->crc) return FB;
+    const unsigned char *b = h + V2_HEADER;
+    Py_ssize_t n = bt->size - V2_HEADER;
+    if (codec && n) {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)b, n);
+        if (!raw) return ERR;
+        PyObject *c = PyLong_FromLong(codec);
+        bt->inflated = c ? PyObject_CallFunctionObjArgs(self->decompress, c, raw, NULL) : NULL;
+        Py_XDECREF(c);
+        Py_DECREF(raw);
+        if (!bt->inflated || !PyBytes_Check(bt->inflated)) {  /* the Python reader reports it */
+            Py_CLEAR(bt->inflated);
+            PyErr_Clear();
+            return FB;
+        }
+        b = (const unsigned char *)PyBytes_AS_STRING(bt->inflated);
+        n = PyBytes_GET_SIZE(bt->inflated);
+    }
+    if ((int64_t)bt->count * 7 > n) goto fallback;
+    if (bt->count > self->nrecs_cap) {
+        Rec *r = PyMem_Realloc(self->recs, sizeof(Rec) * bt->count);
+        if (!r) { Py_CLEAR(bt->inflated); PyErr_NoMemory(); return ERR; }
+        self->recs = r;
+        self->nrecs_cap = bt->count;
+    }
+    int log_append = bt->attributes & 0x08;
+    Py_ssize_t p = 0;
+    for (int32_t i = 0; i < bt->count; i++) {
+        Rec *rec = &self->recs[i];
+        int64_t len, ts_delta, off_delta, ks, vs, headers;
+        if (read_zigzag(b, n, &p, 5, &len) < 0 || len < 0 || len > n - p) goto fallback;
+        Py_ssize_t rend = p + len;
+        p++; /* attributes */
+        if (read_zigzag(b, rend, &p, 10, &ts_delta) < 0 || read_zigzag(b, rend, &p, 5, &off_delta) < 0) goto fallback;
+        if (read_zigzag(b, rend, &p, 5, &ks) < 0 || ks < -1 || ks > rend - p) goto fallback;
+        rec->key = b + p;
+        rec->key_len = ks;
+        if (ks > 0) p += ks;
+        if (read_zigzag(b, rend, &p, 5, &vs) < 0 || vs < -1 || vs > rend - p) goto fallback;
+        rec->value = b + p;
+        rec->value_len = vs;
+        if (vs > 0) p += vs;
+        if (read_zigzag(b, rend, &p, 5, &headers) < 0 || headers != 0 || p != rend) goto fallback;
+        rec->offset = bt->base_offset + off_delta;
+        rec->timestamp = log_append ? bt->max_ts : base_ts + ts_delta;
+    }
+    if (p != n) goto fallback;
+    return 0;
+fallback:
+    Py_CLEAR(bt->inflated);
+    return FB;
+}
+
+/* `"batch":{...}` of kafka-dump-log's batch fields, then `,"producerId":P` for a transactional batch. */
+static int put_batch_fields(Out *o, const Batch *bt, Py_ssize_t position) {
+    int txn = (bt->attributes & 0x10) != 0;
+    if (PUTS(o, "\"batch\":{\"baseOffset\":") < 0 || put_int(o, bt->base_offset) < 0 ||
+        PUTS(o, ",\"lastOffset\":") < 0 || put_int(o, bt->last_offset) < 0 ||
+        PUTS(o, ",\"position\":") < 0 || put_int(o, position) < 0 ||
+        PUTS(o, ",\"createTime\":") < 0 || put_int(o, bt->max_ts) < 0 ||
+        PUTS(o, ",\"size\":") < 0 || put_int(o, bt->size) < 0 ||
+        PUTS(o, ",\"compression\":\"") < 0 || put(o, CODECS[bt->attributes & 7], strlen(CODECS[bt->attributes & 7])) < 0 ||
+        PUTS(o, "\",\"crc\":") < 0 || put_int(o, bt->crc) < 0 ||
+        PUTS(o, ",\"isValid\":true,\"producerId\":") < 0 || put_int(o, bt->producer_id) < 0 ||
+        PUTS(o, ",\"producerEpoch\":") < 0 || put_int(o, bt->producer_epoch) < 0 ||
+        PUTS(o, ",\"partitionLeaderEpoch\":") < 0 || put_int(o, bt->leader_epoch) < 0 ||
+        (txn ? PUTS(o, ",\"isTransactional\":true") : PUTS(o, ",\"isTransactional\":false")) < 0 ||
+        ((bt->attributes & 0x20) ? PUTS(o, ",\"isControl\":true}") : PUTS(o, ",\"isControl\":false}")) < 0)
+        return ERR;
+    if (txn && (PUTS(o, ",\"producerId\":") < 0 || put_int(o, bt->producer_id) < 0)) return ERR;
+    return 0;
+}
+
+/* `"recordType":...,"key":{...},"value":...` of one record, and its type; FB for the Python decoder. */
+static int emit_record(DecoderObject *self, const Rec *rec, Out *o, Ctx *ctx, int *type_out) {
+    memset(ctx->cap, 0, sizeof(ctx->cap));
+    if (rec->key_len < 2) return FB;
+    int type = (int16_t)be(rec->key, 2);
+    if (type < 0 || type >= MAX_TYPES || !self->key_plans[type]) return FB;
+    int version = -1;
+    PyObject *vplan = NULL;
+    if (rec->value_len >= 0) {
+        if (rec->value_len < 2) return FB;
+        version = (int16_t)be(rec->value, 2);
+        if (version < 0 || version >= MAX_VERSIONS || !(vplan = self->value_plans[type][version])) return FB;
+    }
+    *type_out = type;
+    PyObject *name = self->names[type];
+    if (put(o, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0) return ERR;
+    Py_ssize_t p = 2;
+    int r = emit_struct((PlanObject *)self->key_plans[type], rec->key, rec->key_len, &p, o, ctx, 1);
+    if (r < 0) return r;
+    if (p != rec->key_len) return FB;
+    if (!vplan) return PUTS(o, "},\"value\":null");
+    if (PUTS(o, "},\"value\":{\"version\":") < 0 || put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0) return ERR;
+    p = 2;
+    r = emit_struct((PlanObject *)vplan, rec->value, rec->value_len, &p, o, ctx, 1);
+    if (r < 0) return r;
+    if (p != rec->value_len) return FB;
+    return PUTS(o, "}");
+}
+
+/* Whether every record of a control batch is a transaction marker (COMMIT or ABORT). */
+static int plain_markers(const Rec *recs, int32_t count) {
+    for (int32_t i = 0; i < count; i++) {
+        if (recs[i].key_len < 4 || recs[i].value_len < 6) return 0;
+        int type = (int16_t)be(recs[i].key + 2, 2);
+        if (type != 0 && type != 1) return 0;
+    }
+    return 1;
+}
+
+/* `"control":{"type":"COMMIT","version":V,"coordinatorEpoch":E}` of a marker (see decode_control). */
+static int put_marker(Out *o, const Rec *rec) {
+    int commit = (int16_t)be(rec->key + 2, 2) == 1;
+    if ((commit ? PUTS(o, "\"control\":{\"type\":\"COMMIT\",\"version\":") : PUTS(o, "\"control\":{\"type\":\"ABORT\",\"version\":")) < 0 ||
+        put_int(o, (int16_t)be(rec->value, 2)) < 0 || PUTS(o, ",\"coordinatorEpoch\":") < 0 ||
+        put_int(o, (int32_t)be(rec->value + 2, 4)) < 0 || PUTS(o, "}") < 0)
+        return ERR;
+    return 0;
+}
+
+static PyObject *rec_bytes(const unsigned char *p, Py_ssize_t n) {
+    if (n < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)p, n);
+}
+
+/* fallback(offset, timestamp, key, value) for a record the plans do not take. */
+static PyObject *call_fallback(DecoderObject *self, const Rec *rec) {
+    PyObject *off = PyLong_FromLongLong(rec->offset), *ts = PyLong_FromLongLong(rec->timestamp);
+    PyObject *k = rec_bytes(rec->key, rec->key_len), *v = rec_bytes(rec->value, rec->value_len);
+    PyObject *r = off && ts && k && v ? PyObject_CallFunctionObjArgs(self->fallback, off, ts, k, v, NULL) : NULL;
+    Py_XDECREF(off); Py_XDECREF(ts); Py_XDECREF(k); Py_XDECREF(v);
+    return r;
+}
+
+static void Decoder_dealloc(DecoderObject *self) {
+    PyObject_GC_UnTrack(self);
+    for (int t = 0; t < MAX_TYPES; t++) {
+        Py_CLEAR(self->key_plans[t]);
+        Py_CLEAR(self->names[t]);
+        for (int v = 0; v < MAX_VERSIONS; v++) Py_CLEAR(self->value_plans[t][v]);
+    }
+    Py_CLEAR(self->hook);
+    Py_CLEAR(self->decompress);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->nested_refs);
+    PyMem_Free(self->out.buf);
+    PyMem_Free(self->scratch.buf);
+    PyMem_Free(self->recs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Decoder_traverse(DecoderObject *self, visitproc visit, void *arg) {
+    for (int t = 0; t < MAX_TYPES; t++) {
+        Py_VISIT(self->key_plans[t]);
+        for (int v = 0; v < MAX_VERSIONS; v++) Py_VISIT(self->value_plans[t][v]);
+    }
+    Py_VISIT(self->hook);
+    Py_VISIT(self->decompress);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->nested_refs);
+    return 0;
+}
+
+/* Decoder(types, nested, hook, decompress, fallback, max_records): `types` maps a record type to
+ * (key plan, {value version: plan}, JSON head bytes); `nested` holds the plans of the consumer-protocol
+ * subscription and assignment, one per version from 0. */
+static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *types, *nested, *hook, *decompress, *fallback;
+    Py_ssize_t max_records;
+    if (!PyArg_ParseTuple(args, "O!O!OOOn", &PyDict_Type, &types, &PyTuple_Type, &nested, &hook, &decompress,
+                          &fallback, &max_records))
+        return NULL;
+    if (PyTuple_GET_SIZE(nested) != 2) {
+        PyErr_SetString(PyExc_ValueError, "nested: (subscription plans, assignment plans)");
+        return NULL;
+    }
+    DecoderObject *self = (DecoderObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->nested_refs = Py_NewRef(nested);
+    for (int w = 0; w < 2; w++) {
+        PyObject *plans = PyTuple_GET_ITEM(nested, w);
+        if (!PyTuple_Check(plans) || PyTuple_GET_SIZE(plans) > NESTED_VERSIONS) {
+            PyErr_SetString(PyExc_ValueError, "nested plans: a tuple of at most 8 plans");
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->latest[w] = (int)PyTuple_GET_SIZE(plans) - 1;
+        for (int v = 0; v <= self->latest[w]; v++) {
+            PyObject *pl = PyTuple_GET_ITEM(plans, v);
+            if (!PyObject_TypeCheck(pl, &PlanType)) {
+                PyErr_SetString(PyExc_TypeError, "nested plans must be Plans");
+                Py_DECREF(self);
+                return NULL;
+            }
+            self->nested[w][v] = (PlanObject *)pl;
+        }
+    }
+    self->hook = Py_NewRef(hook);
+    self->decompress = Py_NewRef(decompress);
+    self->fallback = Py_NewRef(fallback);
+    self->max_records = max_records;
+    PyObject *k, *v;
+    Py_ssize_t i = 0;
+    while (PyDict_Next(types, &i, &k, &v)) {
+        long t = PyLong_AsLong(k);
+        PyObject *kp, *values, *name;
+        if ((t == -1 && PyErr_Occurred()) || t < 0 || t >= MAX_TYPES ||
+            !PyArg_ParseTuple(v, "O!O!S", &PlanType, &kp, &PyDict_Type, &values, &name)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "record type out of range");
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_XSETREF(self->key_plans[t], Py_NewRef(kp));
+        Py_XSETREF(self->names[t], Py_NewRef(name));
+        PyObject *vk, *vv;
+        Py_ssize_t j = 0;
+        while (PyDict_Next(values, &j, &vk, &vv)) {
+            long ver = PyLong_AsLong(vk);
+            if ((ver == -1 && PyErr_Occurred()) || ver < 0 || ver >= MAX_VERSIONS || !PyObject_TypeCheck(vv, &PlanType)) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad value plan");
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_XSETREF(self->value_plans[t][ver], Py_NewRef(vv));
+        }
+    }
+    return (PyObject *)self;
+}
+
+/* lines(buffer, pos, end, head, limit) -> (bytes, pos, written, stopped): JSON lines of the batches from
+ * `pos`, each starting with `head` (`{"segment":"...","offset":`), until `end`, about 1 MiB of output,
+ * `limit` lines (-1: no limit), or a batch for the Python reader (`stopped`, `pos` at that batch). */
+static PyObject *Decoder_lines(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t pos, end, limit;
+    if (nargs != 5 || !PyBytes_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "lines(buffer, pos, end, head: bytes, limit)");
+        return NULL;
+    }
+    if ((pos = PyLong_AsSsize_t(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if ((end = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    if ((limit = PyLong_AsSsize_t(args[4])) == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos/end outside the buffer");
+        return NULL;
+    }
+    const unsigned char *d = view.buf;
+    const char *head = PyBytes_AS_STRING(args[3]);
+    Py_ssize_t head_len = PyBytes_GET_SIZE(args[3]);
+    Out *o = &self->out, *bf = &self->scratch;
+    o->len = 0;
+    Ctx ctx;
+    ctx.hook = self->hook;
+    memcpy(ctx.nested, self->nested, sizeof(ctx.nested));
+    memcpy(ctx.latest, self->latest, sizeof(ctx.latest));
+    Py_ssize_t written = 0;
+    int stopped = 0, status = 0;
+    while (pos < end && o->len < (1 << 20) && (limit < 0 || written < limit)) {
+        Batch bt;
+        int r = read_batch(self, d, pos, end, &bt);
+        if (r == ERR) { status = ERR; break; }
+        if (r == FB) { stopped = 1; break; }
+        int control = (bt.attributes & 0x20) != 0;
+        if (control && !plain_markers(self->recs, bt.count)) {
+            Py_XDECREF(bt.inflated);
+            stopped = 1;
+            break;
+        }
+        bf->len = 0;
+        if (put_batch_fields(bf, &bt, pos) < 0) { Py_XDECREF(bt.inflated); status = ERR; break; }
+        for (int32_t i = 0; i < bt.count && (limit < 0 || written < limit); i++) {
+            const Rec *rec = &self->recs[i];
+            Py_ssize_t line = o->len;
+            if (put(o, head, head_len) < 0 || put_int(o, rec->offset) < 0 || PUTS(o, ",\"timestamp\":") < 0 ||
+                put_int(o, rec->timestamp) < 0 || PUTS(o, ",") < 0 || put(o, bf->buf, bf->len) < 0 ||
+                PUTS(o, ",") < 0) { status = ERR; break; }
+            int type;
+            r = control ? put_marker(o, rec) : emit_record(self, rec, o, &ctx, &type);
+            if (r == ERR) { status = ERR; break; }
+            if (r == FB) {
+                o->len = line;
+                PyObject *tail = call_fallback(self, rec);
+                if (!tail) { status = ERR; break; }
+                if (tail == Py_None) { Py_DECREF(tail); continue; }
+                if (!PyBytes_Check(tail)) {
+                    Py_DECREF(tail);
+                    PyErr_SetString(PyExc_TypeError, "the fallback must return bytes or None");
+                    status = ERR;
+                    break;
+                }
+                int bad = put(o, head, head_len) < 0 || put_int(o, rec->offset) < 0 || PUTS(o, ",\"timestamp\":") < 0 ||
+                          put_int(o, rec->timestamp) < 0 || PUTS(o, ",") < 0 || put(o, bf->buf, bf->len) < 0 ||
+                          PUTS(o, ",") < 0 || put(o, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail)) < 0;
+                Py_DECREF(tail);
+                if (bad) { status = ERR; break; }
+            }
+            if (PUTS(o, "}\n") < 0) { status = ERR; break; }
+            written++;
+        }
+        Py_XDECREF(bt.inflated);
+        if (status) break;
+        pos += bt.size;
+    }
+    PyBuffer_Release(&view);
+    if (status) return NULL;
+    PyObject *chunk = PyBytes_FromStringAndSize(o->buf, o->len);
+    if (!chunk) return NULL;
+    return Py_BuildValue("(NnnO)", chunk, pos, written, stopped ? Py_True : Py_False);
+}
+
+static PyMethodDef Decoder_methods[] = {
+    {"lines", (PyCFunction)(void (*)(void))Decoder_lines, METH_FASTCALL,
+     "lines(buffer, pos, end, head, limit) -> (bytes, pos, written, stopped)"},
+    {NULL},
+};
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol.coordinator._offsets.Decoder",
+    .tp_basicsize = sizeof(DecoderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Decoder_new,
+    .tp_dealloc = (destructor)Decoder_dealloc,
+    .tp_traverse = (traverseproc)Decoder_traverse,
+    .tp_methods = Decoder_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kprotocol.coordinator._offsets",
+    "Compiled path from __consumer_offsets segments to JSON lines.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__offsets(void) {
+    crc_init();
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DecoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0 ||
+        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,204 @@
+"""`__consumer_offsets` segments to compact JSON lines through the compiled path (`_offsets.c`).
+
+The compiled Decoder writes each record exactly as the reference path would (`decode_record` plus
+the line fields of `kprotocol offsets decode`, serialised by orjson), from JSON plans built here from
+the generated classes' field schemas. What it does not take goes back to Python: a record to
+`decode_record` (through `Lines.tail`), a batch to the segment reader (`Decoder.lines` stops there).
+
+    lines = Lines(record_problems)
+    chunk, pos, written, stopped = lines.decoder.lines(mapped, 0, len(mapped), lines.head(path), -1)
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import orjson
+
+from kprotocol.coordinator.decode import GROUP_METADATA, LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, decode_record
+from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, record_types, type_names
+from kprotocol.group_payloads import attach
+from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
+from kprotocol.records.reader import DEFAULT_MAX_RECORDS
+from kprotocol.registry import message_class
+from kprotocol.runtime.struct import INHERIT, Field, Struct
+from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
+
+try:
+    from kprotocol.coordinator import _offsets
+except ImportError:  # the extension was not built: callers use the Python path
+    _offsets = None  # type: ignore[assignment]
+
+ENABLED = _offsets is not None
+KINDS = {"bool": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint16": 5, "uint32": 6, "uuid": 7,
+         "string": 8, "bytes": 9, "struct": 10}
+D_INT, D_BYTES, D_NULL, D_EMPTY, D_OTHER = range(5)
+# Top-level values the compiled path remembers per record (slots of `Capture` in _offsets.c).
+KEY_CAPTURES = {"group": 0, "groupId": 0, "topic": 1, "partition": 2}
+COMMIT_CAPTURES = {"offset": 3, "leaderEpoch": 4, "metadata": 5, "commitTimestamp": 6, "expireTimestamp": 7}
+GROUP_CAPTURES = {"protocolType": 8, "protocol": 9}
+# Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`): in C,
+# or by `_nested` when the userdata is Kafka Streams' (protocol "stream") or anything is unusual.
+HOOKS = {"subscription": 1, "assignment": 2}
+HOOK_DECODERS = {1: ("subscription", decode_member_metadata), 2: ("assignment", decode_member_assignment)}
+
+
+class Unsupported(Exception):
+    """A struct the compiled path does not take (its records go to the Python path)."""
+
+
+def compact(doc: Any) -> bytes:
+    """`doc` as compact JSON: orjson, or the standard library for a lone surrogate (from a Java string)."""
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _default(f: Field) -> tuple[int, Any]:
+    """How the compiled path compares a tagged field with its default."""
+    value = f.default
+    if f.type == "array":
+        return (D_EMPTY, None) if value == () else (D_NULL, None) if value is None else (D_OTHER, None)
+    if value is None:
+        return D_NULL, None
+    if f.type == "struct":
+        return D_OTHER, None
+    if f.type == "uuid":
+        return D_BYTES, value.bytes
+    if f.type == "string":
+        return D_BYTES, value.encode()
+    if f.type == "bytes":
+        return D_BYTES, bytes(value)
+    if f.type in KINDS:
+        return D_INT, int(value)
+    return D_OTHER, None
+
+
+def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, int] | None = None,
+         hooks: dict[str, int] | None = None) -> Any:
+    """The compiled JSON plan of `cls` at `version` (Kafka's JSON shape, as `to_json` writes it)."""
+    fields = []
+    tagged_seen = False
+    for f in cls._spec:
+        if not f.present(version):
+            continue
+        if f.flexible is not INHERIT:
+            raise Unsupported(f"{cls.__name__}.{f.json_name} has its own flexible versions")
+        tagged = f.tagged_at(version)
+        if tagged and not flexible:
+            raise Unsupported(f"{cls.__name__}.{f.json_name} is tagged in a version that is not flexible")
+        if tagged_seen and not tagged:
+            raise Unsupported(f"{cls.__name__}: a tagged field before {f.json_name}")
+        tagged_seen |= tagged
+        kind = f.element if f.type == "array" else f.type
+        if kind not in KINDS:
+            raise Unsupported(f"{cls.__name__}.{f.json_name} is {kind}")
+        sub = plan(f.struct, version, flexible, None, hooks) if kind == "struct" else None
+        dkind, default = _default(f) if tagged else (D_OTHER, None)
+        capture = (captures or {}).get(f.json_name, -1) if f.type not in ("array", "struct") else -1
+        hook = (hooks or {}).get(f.json_name, 0) if f.type == "bytes" else 0
+        hook_key = ("," + orjson.dumps("decoded" + f.json_name[0].upper() + f.json_name[1:]).decode() + ":").encode()
+        fields.append((orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
+                       f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key))
+    return _offsets.Plan(flexible, tuple(fields))
+
+
+def _flexible(cls: Any, version: int) -> bool:
+    low_high = cls.flexible_versions
+    return low_high is not None and low_high[0] <= version <= low_high[1]
+
+
+@cache
+def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes]]:
+    """Record type -> (key plan, {value version: plan}, the JSON up to the key's data) for every type of
+    `__consumer_offsets` the compiled path takes."""
+    types = record_types(CONSUMER_OFFSETS)
+    names = type_names(CONSUMER_OFFSETS)
+    out = {}
+    for type_id, record_type in types.items():
+        captures = COMMIT_CAPTURES if type_id in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT) else \
+            GROUP_CAPTURES if type_id == GROUP_METADATA else None
+        hooks = HOOKS if type_id == GROUP_METADATA else None
+        try:
+            key = plan(record_type.key, record_type.key_version, _flexible(record_type.key, record_type.key_version),
+                       KEY_CAPTURES)
+            values = {}
+            classes = [record_type.value]
+            if type_id == LEGACY_OFFSET_COMMIT:  # old brokers pair type-0 keys with any commit value version
+                classes.append(types[OFFSET_COMMIT].value)
+            for cls in classes:
+                low, high = cls.valid_versions
+                for version in range(low, high + 1):
+                    if version not in values:
+                        values[version] = plan(cls, version, _flexible(cls, version), captures, hooks)
+        except Unsupported:
+            continue
+        head = b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":{"type":' + str(type_id).encode() + \
+            b',"data":'
+        out[type_id] = (key, values, head)
+    return out
+
+
+@cache
+def nested_plans() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Plans of the consumer-protocol subscription and assignment, versions 0 to the latest (none when
+    the compiled path does not take them: the Python hook decodes every payload then)."""
+    out = []
+    for name in ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"):
+        cls = message_class(name)
+        try:
+            out.append(tuple(plan(cls, v, _flexible(cls, v)) for v in range(cls.valid_versions[1] + 1)))
+        except Unsupported:
+            out.append(())
+    return out[0], out[1]
+
+
+def _nested(which: int, protocol: str, payload: bytes) -> bytes | None:
+    """`decoded<Field>` of a classic member's payload, as `decode_record` attaches it."""
+    field, decoder = HOOK_DECODERS[which]
+    holder: dict[str, Any] = {}
+    attach(holder, field, payload, decoder, (CONSUMER_PROTOCOL_TYPE, protocol))
+    return compact(next(iter(holder.values()))) if holder else None
+
+
+def _decompress(codec: int, payload: bytes) -> bytes:
+    return decompress(codec, payload, DEFAULT_MAX_DECOMPRESSED)
+
+
+def record_problem(decoded: dict[str, Any]) -> str | None:
+    """What is wrong with a decoded record (an error, an unknown type or version), if anything."""
+    for part in (decoded["key"], decoded["value"]):
+        if part and ("error" in part or part.get("unknown")):
+            return part.get("error") or "unknown record type or version"
+    return None
+
+
+class Lines:
+    """JSON lines of `__consumer_offsets` segments; problems of the records the Python path decodes are
+    added to `record_problems` as `kprotocol offsets decode` reports them."""
+
+    def __init__(self, record_problems: list[str], max_records: int = DEFAULT_MAX_RECORDS) -> None:
+        self.record_problems = record_problems
+        self.names = type_names(CONSUMER_OFFSETS)
+        self.source = ""
+        self.decoder = _offsets.Decoder(record_plans(), nested_plans(), _nested, _decompress, self.tail, max_records)
+
+    def head(self, source: str) -> bytes:
+        """Start of every line of segment `source` (problems name it from now on)."""
+        self.source = source
+        return b'{"segment":' + compact(source) + b',"offset":'
+
+    def tail(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes | None:
+        """From `"recordType"` to the end of a record's line, by the reference decoder; None to leave the
+        record out (it has no key)."""
+        if key is None:
+            self.record_problems.append(f"{self.source}: record at offset {offset} has no key")
+            return None
+        decoded = decode_record(key, value, topic=CONSUMER_OFFSETS)
+        problem = record_problem(decoded)
+        if problem:
+            self.record_problems.append(f"{self.source}: record at offset {offset}: {problem}")
+        return compact({"recordType": self.names.get(decoded["key"].get("type")), **decoded})[1:-1]
