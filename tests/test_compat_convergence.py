@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from compat.coordinator import MigrationCoordinator
 from compat.translate import assigned_tasks
 from kprotocol.registry import message_class
-from kprotocol.streams import SubscriptionInfo, TaskId
+from kprotocol.streams import AssignmentInfo, SubscriptionInfo, TaskId
 from kprotocol.streams_group import GroupConfig
 
 HB = message_class("StreamsGroupHeartbeatRequest")
 Header = message_class("RequestHeader")
 Join, Sync, Beat, Leave = (message_class(n) for n in ("JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest",
                                                       "LeaveGroupRequest"))
-Subscription = message_class("ConsumerProtocolSubscription")
+Subscription, Assignment = message_class("ConsumerProtocolSubscription"), message_class("ConsumerProtocolAssignment")
 PARTITIONS = 6
 TOPOLOGY = HB.Topology(epoch=0, subtopologies=[HB.Subtopology(
     subtopology_id="0", source_topics=["input"], state_changelog_topics=[HB.TopicInfo(name="app-store-changelog")])])
@@ -54,6 +54,9 @@ class Client:
     warmup: set[int] = field(default_factory=set)
     rejoin: bool = True
     caught_up: bool = False  # its standbys and warm-ups report a small lag
+    version: int = 11  # its SubscriptionInfo version (a classic member)
+    eager: bool = False  # gives up every partition before it rejoins (Streams before 2.4, or upgrade.from)
+    hosts: dict[str, list[int]] = field(default_factory=dict)  # the host map its last assignment carried
 
     def offsets(self) -> dict[int, int]:
         lag = 0 if self.caught_up else 5_000
@@ -99,12 +102,17 @@ class Group:
             self.classic_rejoin(c)
 
     def classic_rejoin(self, c: Client) -> None:
+        if c.eager:
+            c.active = set()
+            self.check_no_double_active()
         sums = [(TaskId(0, p), -2) for p in sorted(c.active)] + [(TaskId(0, p), o) for p, o in c.offsets().items()]
-        info = SubscriptionInfo(version=11, process_id=c.process, task_offset_sums=tuple(sums),
-                                user_end_point=f"{c.name}:7070")
-        metadata = struct.pack(">h", 3) + Subscription(
+        info = SubscriptionInfo(version=c.version, latest_supported_version=c.version, process_id=c.process,
+                                task_offset_sums=tuple(sums), user_end_point=f"{c.name}:7070" if c.version >= 2 else None)
+        consumer_version = 0 if c.eager else 3
+        metadata = struct.pack(">h", consumer_version) + Subscription(
             topics=["input"], user_data=info.encode(),
-            owned_partitions=[Subscription.TopicPartition(topic="input", partitions=sorted(c.active))]).encode(3)
+            owned_partitions=[Subscription.TopicPartition(topic="input", partitions=sorted(c.active))]
+        ).encode(consumer_version)
         while True:
             join = self.send(11, 9, Join(group_id="app", member_id=c.member_id, session_timeout_ms=10_000,
                                          rebalance_timeout_ms=30_000, protocol_type="consumer", protocols=[
@@ -119,6 +127,8 @@ class Group:
                                      protocol_type="consumer", protocol_name="stream"))
         assert sync.error_code == 0, sync
         got = assigned_tasks(sync.assignment)
+        info = AssignmentInfo.decode(Assignment.decode(sync.assignment[2:], 3 if not c.eager else 0).user_data)
+        c.hosts = {f"{h.host}:{h.port}": sorted(tp.partition for tp in tps) for h, tps in info.partitions_by_host}
         active, standby = set(got.active.get("0", ())), set(got.standby.get("0", ()))
         c.rejoin = bool(c.active - active)  # a cooperative member rejoins after giving up partitions
         c.active, c.standby = active, standby
@@ -176,13 +186,18 @@ class Group:
                       "standby": set(target.standby.get("0", ())) | set(target.warmup.get("0", ()))}
             if member is None or member.member_epoch != group.assignment_epoch or held != wanted:
                 problems.append(f"{c.name} holds {held}, target {wanted} at epoch {group.assignment_epoch}")
+        endpoints = {f"{c.name}:7070": sorted(c.active) for c in self.clients.values() if c.classic and c.version >= 2}
+        for c in self.clients.values():
+            if c.classic and c.version >= 2 and c.hosts != endpoints:
+                problems.append(f"{c.name} was told hosts {c.hosts}, they are {endpoints}")
         active = sorted(p for c in self.clients.values() for p in c.active)
         if active != list(range(PARTITIONS)):
             problems.append(f"active tasks held: {active}")
         return problems
 
 
-EVENTS = st.lists(st.sampled_from(["classic", "streams", "leave", "crash", "catch-up", "round"]), min_size=3,
+EVENTS = st.lists(st.sampled_from(["classic", "old-classic", "streams", "leave", "crash", "catch-up", "round"]),
+                  min_size=3,
                   max_size=14)
 
 
@@ -197,6 +212,10 @@ def test_every_member_reaches_its_target(events: list[str], standbys: int, seed)
         live = list(g.clients.values())
         if event in ("classic", "streams") and len(live) < 5:
             client = Client(next(names), classic=event == "classic")
+            g.clients[client.name] = client
+            g.turn(client)
+        elif event == "old-classic" and len(live) < 5:
+            client = Client(next(names), classic=True, version=seed.randint(1, 10), eager=seed.random() < 0.5)
             g.clients[client.name] = client
             g.turn(client)
         elif event in ("leave", "crash") and len(live) > 1:
