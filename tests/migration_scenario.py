@@ -13,7 +13,6 @@ with at-least-once), and every instance stopped cleanly when asked.
 from __future__ import annotations
 
 import collections
-import struct
 import threading
 import time
 import uuid
@@ -100,7 +99,8 @@ class Output:
     """The output topic read as it grows (committed records only): the latest count per word and the
     times records arrived per partition (a gap is a task not processing: the input never stops)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, count: Callable[[bytes], int]) -> None:
+        self.count = count
         self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                       isolation_level="read_committed", consumer_timeout_ms=500)
         self.latest: dict[str, int] = {}
@@ -113,7 +113,7 @@ class Output:
         while not self._stop.is_set():
             for message in self.consumer:
                 with self._lock:
-                    self.latest[message.key.decode()] = struct.unpack(">q", message.value)[0]
+                    self.latest[message.key.decode()] = self.count(message.value)
                     self.arrivals[message.partition].append(time.time())
                 if self._stop.is_set():
                     break
@@ -198,7 +198,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
         gateway = GatewayProcess(broker.bootstrap, [app_id], workdir / "state", workdir / "gateway.log",
                                  {"streams.num.standby.replicas": str(shape.standbys)}).start()
         feed = Feed(broker.bootstrap, source).start()
-        output = Output(broker.bootstrap, sink).start()
+        output = Output(broker.bootstrap, sink, example.count).start()
 
         def start(i: int, protocol: str, bootstrap: str) -> None:
             classic = protocol == "classic"

@@ -247,3 +247,63 @@ def test_every_member_reaches_its_target(events: list[str], standbys: int, seed)
         assert not g.settled()
         return
     raise AssertionError(f"not settled after 40 rounds: {g.settled()}")
+
+
+def test_commits_of_a_classic_member_moving_to_a_new_epoch() -> None:
+    """A classic member hears of its new generation only from the SyncGroup after its JoinGroup: its
+    commits at the previous epoch are accepted for the partitions it still owns since then; anything
+    else is refused as the broker refuses it."""
+    g = Group(standbys=0)
+    streams, classic = Client("s", classic=False), Client("c", classic=True)
+    for c in (streams, classic):
+        g.clients[c.name] = c
+        for _ in range(6):
+            g.tick()
+            for x in g.clients.values():
+                g.turn(x)
+    group = g.c.streams.group("app")
+    member = group.members[classic.member_id]
+    assert member.member_epoch == classic.epoch and classic.active
+
+    def commit(epoch: int, partitions: list[int], member_id: str = classic.member_id, transactional: bool = False,
+               topic: str = "input") -> int:
+        return g.c.validate_commit("app", member_id, epoch, None, transactional, 9,
+                                   [(topic, p) for p in partitions])
+
+    owned, other = sorted(classic.active), sorted(set(range(PARTITIONS)) - classic.active)
+    assert commit(classic.epoch, owned) == 0
+    previous = classic.epoch
+    g.clients["n"] = Client("n", classic=False)  # a new member: the classic one rejoins at a new epoch
+    for _ in range(6):
+        g.tick()
+        for x in g.clients.values():
+            g.turn(x)
+    member = group.members[classic.member_id]
+    assert member.member_epoch > previous and member.previous_member_epoch == previous
+    kept = sorted(set(owned) & classic.active)
+    assert kept and commit(previous, kept, transactional=True) == 0 and commit(previous, kept) == 0
+    assert commit(previous, other) == 22  # ILLEGAL_GENERATION: never its partitions
+    assert commit(previous - 1, kept) == 22
+    assert commit(member.member_epoch, kept) == 0
+    assert commit(previous, kept, topic="unknown-topic") == 22
+    assert commit(-1, kept, member_id="") == 25  # UNKNOWN_MEMBER_ID: an admin commit to a group with members
+    assert commit(-1, kept, member_id="", transactional=True) == 0  # an old transactional producer
+    assert commit(member.member_epoch, kept, member_id="nobody") == 25
+
+
+def test_commits_to_a_classic_group_follow_kafkas_classic_rules() -> None:
+    from compat.classic import COMPLETING, STABLE, ClassicGroup, ClassicMember
+
+    group = ClassicGroup("app", generation=4, state=STABLE, protocol_type="consumer")
+    c = MigrationCoordinator(GroupConfig())
+    c.classic["app"] = group
+
+    def commit(member_id: str, generation: int, transactional: bool = False, instance: str | None = None) -> int:
+        return c.validate_commit("app", member_id, generation, instance, transactional, 8, [("input", 0)])
+
+    assert commit("", -1) == 0  # empty: an admin may commit
+    group.members["m"] = ClassicMember("m", "i", "c", "h", 10_000, 10_000, "consumer", [("stream", b"")])
+    assert (commit("m", 4), commit("m", 3), commit("x", 4), commit("", -1), commit("", -1, True)) == (0, 22, 25, 25, 0)
+    assert (commit("m", 4, instance="i"), commit("x", 4, instance="i"), commit("m", 4, instance="j")) == (0, 82, 25)
+    group.state = COMPLETING
+    assert (commit("m", 4), commit("m", 4, True)) == (27, 0)  # REBALANCE_IN_PROGRESS, not for transactions

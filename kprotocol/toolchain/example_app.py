@@ -31,15 +31,19 @@ class Example:
     input_topics: tuple[str, ...]
     output_topic: str
     subtopologies: int
+    count_format: str  # how the output values carry counts: "long" (8 bytes, big-endian) or "text"
+
+    def count(self, value: bytes) -> int:
+        return int.from_bytes(value, "big", signed=True) if self.count_format == "long" else int(value)
 
 
 EXAMPLES = {
     # flatMapValues -> groupBy (a repartition topic) -> count: two subtopologies, one state store
     "wordcount": Example("org.apache.kafka.streams.examples.wordcount.WordCountDemo",
-                         ("streams-plaintext-input",), "streams-wordcount-output", 2),
+                         ("streams-plaintext-input",), "streams-wordcount-output", 2, "long"),
     # the Processor API with a state store and punctuation: one subtopology
     "wordcount-processor": Example("org.apache.kafka.streams.examples.wordcount.WordCountProcessorDemo",
-                                   ("streams-plaintext-input",), "streams-wordcount-processor-output", 1),
+                                   ("streams-plaintext-input",), "streams-wordcount-processor-output", 1, "text"),
 }
 
 
