@@ -7,7 +7,7 @@ JOBS   ?= 2
 DEMO_VENV  := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo demo-spark test kafka generate check-generated bench fuzz fuzz-asan clean prereqs prereqs-demo
+.PHONY: demo demo-spark test test-migration kafka generate check-generated bench fuzz fuzz-asan clean prereqs prereqs-demo
 
 FAMILY  ?= records
 SECONDS ?= 60
@@ -45,6 +45,12 @@ demo-spark: $(STAMP)
 test: prereqs
 	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
+
+# The whole migration matrix of Apache Kafka's example applications (tests/test_migration_apps.py); its table
+# goes to build/migration-matrix.md. About 3 minutes a shape.
+test-migration: prereqs
+	@$(MAKE) --no-print-directory $(STAMP)
+	KPROTOCOL_MIGRATION=matrix $(BIN)/python -m pytest -q -s -n 0 tests/test_migration_apps.py
 
 kafka: $(STAMP)
 	$(BIN)/python -m kprotocol kafka broker
