@@ -1,0 +1,149 @@
+"""The compiled path of `kprotocol offsets decode` (kprotocol.coordinator.lines, _offsets.c) against the
+reference path (the segment reader, `decode_record`, orjson): the same JSON lines byte for byte, the
+same problems and exit code, on the kept segments (a real broker's included), Kafka's golden record
+vectors and hypothesis-made segments of every `__consumer_offsets` record type, damaged or not."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kprotocol.coordinator import CONSUMER_OFFSETS, lines, record_types
+from kprotocol.fuzz.strategies import messages
+from kprotocol.records import Header, Record, marker_record, write_batch
+from kprotocol.records.cli import run_decode
+from kprotocol.registry import message_class
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = sorted((ROOT / "fixtures" / "offsets").glob("*.log")) + \
+    sorted((ROOT / "fixtures" / "kafka" / "data").glob(f"{CONSUMER_OFFSETS}-*"))
+VECTORS = ROOT.parent / "shared" / "vectors"
+TYPES = record_types(CONSUMER_OFFSETS)
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+pytestmark = pytest.mark.skipif(not lines.ENABLED, reason="the compiled path is not built")
+
+
+def _decode(paths: list[Path], compiled: bool, monkeypatch: pytest.MonkeyPatch, **options) -> tuple[int, bytes, str]:
+    monkeypatch.setattr(lines, "ENABLED", compiled)
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()
+    args = argparse.Namespace(paths=paths, topic=CONSUMER_OFFSETS, type=None, max_records=None, pretty=False,
+                              group=None, progress=False)
+    vars(args).update(options)
+    code = run_decode(args, out, err)
+    out.flush()
+    return code, out.buffer.getvalue(), err.getvalue()
+
+
+def _same(paths: list[Path], monkeypatch: pytest.MonkeyPatch, **options) -> bytes:
+    compiled = _decode(paths, True, monkeypatch, **options)
+    reference = _decode(paths, False, monkeypatch, **options)
+    assert compiled[0] == reference[0] and compiled[2] == reference[2]
+    assert compiled[1].splitlines() == reference[1].splitlines()
+    assert compiled[1] == reference[1]
+    return compiled[1]
+
+
+def test_kept_segments_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = []
+    monkeypatch.setattr(lines.Lines, "tail", lambda self, *a, tail=lines.Lines.tail: taken.append(a) or tail(self, *a))
+    out = _same(KEPT, monkeypatch)
+    records = out.count(b"\n")
+    assert records > 150 and len(taken) <= records // 10, len(taken)  # the compiled path took nearly all
+    docs = [json.loads(line) for line in out.splitlines()]
+    streams = [d for d in docs if d.get("recordType") == "GroupMetadata" and d["value"]
+               and d["value"]["data"]["protocol"] == "stream"]
+    assert streams and "streamsUserData" in streams[0]["value"]["data"]["members"][0]["decodedSubscription"]["data"]
+
+
+def test_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    for limit in (0, 1, 7, 40):
+        assert _same(KEPT, monkeypatch, max_records=limit).count(b"\n") == limit
+
+
+def _vector_pairs() -> list[tuple[bytes, bytes | None]]:
+    """Every coordinator key vector with a tombstone, and every value vector under a key of its type."""
+    keys: dict[int, bytes] = {}
+    values = []
+    for path in sorted(VECTORS.glob("*Key.jsonl")) + sorted(VECTORS.glob("*Value.jsonl")):
+        for line in path.open():
+            vector = json.loads(line)
+            if vector.get("type") == "coordinator-key":
+                keys.setdefault(vector["apiKey"], struct.pack(">h", vector["apiKey"]) + bytes.fromhex(vector["hex"]))
+            elif vector.get("type") == "coordinator-value":
+                values.append((vector["apiKey"], struct.pack(">h", vector["version"]) + bytes.fromhex(vector["hex"])))
+    return [(key, None) for key in keys.values()] + [(keys[t], value) for t, value in values if t in keys]
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason="no shared golden vectors")
+def test_kafka_golden_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pairs = _vector_pairs()
+    assert len(pairs) >= 300
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"".join(write_batch([Record(i + j, 1_700_000_000_000 + j, k, v)
+                                              for j, (k, v) in enumerate(pairs[i:i + 50])])
+                                 for i in range(0, len(pairs), 50)))
+    assert _same([segment], monkeypatch).count(b"\n") == len(pairs)
+
+
+def _consumer_payload(name: str, version: int, draw) -> bytes:
+    return struct.pack(">h", version) + draw(messages(message_class(name), min(version, 3))).encode(min(version, 3))
+
+
+@st.composite
+def coordinator_record(draw) -> tuple[bytes, bytes | None]:
+    """A key and value of any __consumer_offsets type and version; classic groups often use the
+    consumer protocol, with range, Kafka Streams (random userdata) or other assignors."""
+    type_id = draw(st.sampled_from(sorted(TYPES)))
+    record_type = TYPES[type_id]
+    key = struct.pack(">h", type_id) + draw(messages(record_type.key, record_type.key_version)).encode(
+        record_type.key_version)
+    if draw(st.integers(0, 9)) == 0:
+        return key, None
+    version = draw(st.integers(*record_type.value.valid_versions))
+    value = draw(messages(record_type.value, version))
+    if type_id == 2 and draw(st.booleans()):
+        members = tuple(m.replace(
+            subscription=_consumer_payload("ConsumerProtocolSubscription", draw(st.integers(0, 4)), draw),
+            assignment=_consumer_payload("ConsumerProtocolAssignment", draw(st.integers(0, 4)), draw))
+            for m in value.members)
+        value = value.replace(protocol_type="consumer", members=members,
+                              protocol=draw(st.sampled_from(["range", "stream", "", None])))
+    return key, struct.pack(">h", version) + value.encode(version)
+
+
+@st.composite
+def segment(draw) -> bytes:
+    """A few batches of coordinator records (any codec, some transactional, markers, a header now and
+    then), sometimes with bytes changed."""
+    out, offset = bytearray(), 0
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.integers(0, 5)) == 0:
+            records = [marker_record(draw(st.booleans()), draw(st.integers(0, 9)), offset, 1_700_000_000_000)]
+            out += write_batch(records, control=True, transactional=True, producer_id=7)
+        else:
+            pairs = draw(st.lists(coordinator_record(), min_size=1, max_size=4))
+            headers = (Header("h", b"v"),) if draw(st.integers(0, 9)) == 0 else ()
+            records = [Record(offset + i, 1_700_000_000_000 + i, k, v, headers) for i, (k, v) in enumerate(pairs)]
+            out += write_batch(records, compression=draw(st.sampled_from(CODECS)),
+                               transactional=draw(st.integers(0, 4)) == 0, producer_id=7)
+        offset += len(records)
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 3]))):
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    return bytes(out)
+
+
+@given(segment())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_made_segments_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    _same([path], monkeypatch)
