@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from compat.gateway.config import ConfigError, add_arguments
 from kprotocol.tools.inputs import host_port
 
 STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
@@ -19,7 +20,8 @@ STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsG
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     gateway = subparsers.add_parser("gateway", help="a Kafka proxy that keeps clients on itself (migration gateway)")
-    gateway.add_argument("--upstream", type=host_port, required=True, help="bootstrap broker HOST:PORT")
+    gateway.add_argument("--upstream", type=host_port,
+                         help="bootstrap broker HOST:PORT (required, here or in --config)")
     gateway.add_argument("--listen", type=host_port, default="127.0.0.1:9192",
                          help="bootstrap listener HOST:PORT (default: %(default)s)")
     gateway.add_argument("--broker-port-base", type=int,
@@ -38,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gateway.add_argument("--verbose", action="store_true", help="log every request of the managed groups")
     gateway.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=None,
                          help="use uvloop when installed (default: yes)")
-    gateway.set_defaults(func=run)
+    add_arguments(gateway)  # TLS, --upstream-config, --metrics, --log-format, --config, --check-config
+    gateway.set_defaults(func=run, gateway_parser=gateway)
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -49,10 +52,28 @@ async def _serve(args: argparse.Namespace) -> None:
     from compat.gateway.upstream import Upstream
     from kprotocol.streams_group import GroupConfig
 
+    from compat.gateway.config import listener_tls, upstream_properties, upstream_security
+    from compat.gateway.metrics import GatewayMetrics, GroupsCollector
+    from compat.gateway.tls import SniRouting
+
+    security = upstream_security(upstream_properties(args))
+    tls = listener_tls(args)
+    metrics = GatewayMetrics() if args.metrics else None
     managed = None
-    gateway = Gateway(args.upstream, args.listen, broker_port_base=args.broker_port_base,
-                      extra_api_versions=STREAMS_GROUP_APIS, local=lambda *a: managed(*a) if managed else None,
-                      local_api_keys=API_KEYS)  # Produce, Fetch and the rest pass without being decoded
+
+    def handler(*a: Any) -> Any:
+        return managed(*a) if managed else None
+
+    common: dict[str, Any] = dict(
+        extra_api_versions=STREAMS_GROUP_APIS, local=metrics.watch_handler(handler) if metrics else handler,
+        local_api_keys=API_KEYS, upstream_security=security, observer=metrics)
+    sni = SniRouting(args.sni_suffix, args.sni_advertised_port) if args.sni_suffix else None
+    tls_gateway = None
+    if tls is not None and args.tls_listen is not None:  # plaintext on --listen, TLS on --tls-listen
+        tls_gateway = Gateway(args.upstream, args.tls_listen, tls=tls, sni=sni, **common)
+        tls = sni = None
+    gateway = Gateway(args.upstream, args.listen, broker_port_base=args.broker_port_base, tls=tls, sni=sni,
+                      **common)  # Produce, Fetch and the rest pass without being decoded
 
     def listener() -> tuple[int, str, int]:  # the proxy names its own listener for it in the answer
         node = min(gateway.brokers.upstream)
@@ -63,25 +84,51 @@ async def _serve(args: argparse.Namespace) -> None:
             initial_rebalance_delay_ms=args.initial_rebalance_delay_ms))
         coordinator = MigrationCoordinator(config, classic_initial_delay_ms=args.initial_rebalance_delay_ms,
                                            classic_config=classic)
-        upstream = Upstream(args.upstream)
+        upstream = Upstream(args.upstream, security)
+        upstream.brokers = gateway.brokers.upstream  # the brokers it falls back on, as the gateway learns them
         state = StateLog(args.state) if args.state else StateTopic(upstream, args.state_topic) \
             if args.state_topic else None
+        if metrics is not None and state is not None:
+            metrics.watch_state(state)
         managed = ManagedGroups(args.group, coordinator, upstream, state, listener,
                                 lists_groups=lambda: current_target.get() == gateway.brokers.upstream.get(
                                     min(gateway.brokers.upstream, default=-1)))
         await _starting(managed.start(), f"reading the state in {state.path}" if state else "starting")
+        if metrics is not None:
+            metrics.registry.register(GroupsCollector(coordinator, managed.groups, asyncio.get_running_loop()))
     await _starting(gateway.start(), f"listening on {args.listen[0]}:{args.listen[1]} for upstream "
                                      f"{args.upstream[0]}:{args.upstream[1]}")
     gc.freeze()  # the codec's classes and tables stay out of every later collection (shorter pauses)
-    listeners = ", ".join(f"broker {n} -> {args.listen[0]}:{p}" for n, p in sorted(gateway.brokers.local_port.items()))
-    print(f"gateway on {args.listen[0]}:{gateway.port} for {args.upstream[0]}:{args.upstream[1]} ({listeners})",
-          flush=True)
+    for each in (gateway, tls_gateway):
+        if each is None:
+            continue
+        if each is tls_gateway:
+            await _starting(each.start(), f"listening with TLS on {args.tls_listen[0]}:{args.tls_listen[1]}")
+        kind = "TLS " if each.tls is not None else ""
+        listeners = ", ".join(f"broker {n} -> {h}:{p}" for n in sorted(each.brokers.local_port)
+                              for h, p in [each.brokers.local(n)])
+        print(f"gateway {kind}on {each.listen[0]}:{each.port} for {args.upstream[0]}:{args.upstream[1]} "
+              f"({listeners})", flush=True)
+    if metrics is not None:
+        from compat.gateway.config import check_upstream
+
+        metrics.state_loaded = True
+        metrics.upstream_check = lambda: check_upstream(args.upstream, security)
+        try:
+            port = metrics.serve(*args.metrics, asyncio.get_running_loop())
+        except OSError as exc:
+            raise StartError(f"--metrics {args.metrics[0]}:{args.metrics[1]}: {exc.strerror or exc}") from None
+        print(f"metrics on http://{args.metrics[0]}:{port}/metrics", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await gateway.close()
+    if tls_gateway is not None:
+        await tls_gateway.close()
+    if metrics is not None:
+        metrics.close()
     if managed is not None:
         await managed.close()
 
@@ -131,8 +178,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    from compat.gateway.config import apply, check, configure_logging, load_toml, validate
+
+    try:
+        if args.config is not None:
+            apply(args, args.gateway_parser, load_toml(args.config))
+        if args.check_config:
+            return check(args)
+        validate(args)
+    except ConfigError as exc:
+        raise StartError(str(exc)) from None
+    configure_logging(args.log_format, args.verbose)
     if args.uvloop is not False:
         try:
             import uvloop

@@ -390,5 +390,9 @@ class Session:
                 gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
                                           time.perf_counter() - slot.started)
             self.writer.write(frame)
+            if self.sasl.failed:  # the broker hangs up after a refused login: so does the gateway, at once
+                await self.writer.drain()
+                self.writer.close()
+                return
             if self.slots.empty():
                 await self.writer.drain()

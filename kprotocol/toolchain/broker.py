@@ -13,6 +13,12 @@ sends SIGTERM to the broker's own PID (a clean controlled shutdown) and SIGKILL 
 
 `sasl_plain_users` adds that listener (user name -> password, kept in the listener's JAAS config);
 the PLAINTEXT listener stays, and stays the inter-broker one. Without it only PLAINTEXT listens.
+
+    with KafkaBroker.start(tls=BrokerTLS(keystore_pem, ca_pem), scram_users={"bob": "bob-secret"}) as b:
+        b.ssl_bootstrap         # an SSL listener (ssl_client_auth="required" for mutual TLS)
+        b.sasl_ssl_bootstrap    # a SASL_SSL listener: SCRAM-SHA-256/512 (and PLAIN with sasl_plain_users)
+
+SCRAM credentials are written into the cluster's metadata by Kafka's storage tool (`--add-scram`).
 """
 
 from __future__ import annotations
@@ -85,6 +91,48 @@ def sasl_plain_config(users: dict[str, str]) -> dict[str, str]:
     }
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class BrokerTLS:
+    """PEM files for the broker's SSL listeners: its key and certificate in one file, and the CA it trusts."""
+
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"  # "required": the SSL listener asks for client certificates (mutual TLS)
+
+
+def tls_config(tls: BrokerTLS, plain_users: dict[str, str] | None, scram: bool) -> dict[str, str]:
+    """Properties of the SSL and SASL_SSL listeners (PEM stores, Kafka 2.7+)."""
+    props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tls.keystore),
+             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tls.truststore),
+             "listener.name.ssl.ssl.client.auth": tls.client_auth}
+    mechanisms = [*(["PLAIN"] if plain_users else []), *(SCRAM_MECHANISMS if scram else [])]
+    if mechanisms:
+        props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        for mechanism in SCRAM_MECHANISMS if scram else ():
+            props[f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config"] = f"{SCRAM_LOGIN_MODULE} required;"
+        if plain_users:
+            props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = sasl_plain_config(plain_users)[
+                f"listener.name.{SASL_LISTENER.lower()}.plain.sasl.jaas.config"]
+    return props
+
+
+def scram_arguments(users: dict[str, str]) -> list[str]:
+    """`kafka-storage format` arguments creating each user's SCRAM-SHA-256 and -512 credentials."""
+    out = []
+    for name, password in users.items():
+        if not SASL_USER_NAME.fullmatch(name) or not SASL_PASSWORD.fullmatch(password) \
+                or any(c in password for c in '",[]='):
+            raise ValueError(f"SCRAM user {name!r}: letters, digits, '.', '_', '-'; printable password "
+                             "without quotes, brackets, commas or '='")
+        for mechanism in SCRAM_MECHANISMS:
+            out += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+    return out
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -110,6 +158,8 @@ class KafkaBroker:
     keep_workdir: bool = False
     _log_file: object = field(default=None, repr=False)
     sasl_port: int | None = None  # the SASL_PLAINTEXT listener, when started with `sasl_plain_users`
+    ssl_port: int | None = None  # the SSL listener, when started with `tls`
+    sasl_ssl_port: int | None = None  # the SASL_SSL listener, when started with `tls` and users
 
     @property
     def bootstrap(self) -> str:
@@ -120,6 +170,18 @@ class KafkaBroker:
         if self.sasl_port is None:
             raise ToolchainError("this broker has no SASL listener: start it with sasl_plain_users")
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        if self.ssl_port is None:
+            raise ToolchainError("this broker has no SSL listener: start it with tls")
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        if self.sasl_ssl_port is None:
+            raise ToolchainError("this broker has no SASL_SSL listener: start it with tls and scram_users")
+        return f"127.0.0.1:{self.sasl_ssl_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -136,11 +198,13 @@ class KafkaBroker:
     @classmethod
     def start(cls, workdir: Path | None = None, config: dict[str, str] | None = None,
               heap: str = "768m", *, sasl_plain_users: dict[str, str] | None = None,
-              sasl_advertised_port: int | None = None) -> KafkaBroker:
+              sasl_advertised_port: int | None = None, tls: BrokerTLS | None = None,
+              scram_users: dict[str, str] | None = None) -> KafkaBroker:
         """Format storage, launch the broker and return once it answers Metadata with itself.
 
         `sasl_plain_users` (user name -> password) adds a SASL_PLAINTEXT listener on a free port with
         the PLAIN mechanism; it advertises `sasl_advertised_port` when given (a proxy in front of it).
+        `tls` adds an SSL listener, and with `scram_users` or `sasl_plain_users` a SASL_SSL one.
         Entries of `config` override the generated properties, listeners included."""
         sasl = sasl_plain_config(sasl_plain_users) if sasl_plain_users is not None else {}
         if sasl_advertised_port is not None and not sasl:
@@ -153,11 +217,27 @@ class KafkaBroker:
         sasl_port = free_port() if sasl else None
         listeners = [f"PLAINTEXT://127.0.0.1:{port}"]
         advertised = list(listeners)
+        protocols = [BASE_CONFIG["listener.security.protocol.map"]]
         if sasl_port is not None:
             listeners.append(f"{SASL_LISTENER}://127.0.0.1:{sasl_port}")
             advertised.append(f"{SASL_LISTENER}://127.0.0.1:{sasl_advertised_port or sasl_port}")
-            sasl["listener.security.protocol.map"] = (f"{BASE_CONFIG['listener.security.protocol.map']},"
-                                                      f"{SASL_LISTENER}:{SASL_LISTENER}")
+            protocols.append(f"{SASL_LISTENER}:{SASL_LISTENER}")
+        ssl_port = sasl_ssl_port = None
+        if tls is not None:
+            ssl_port = free_port()
+            listeners.append(f"SSL://127.0.0.1:{ssl_port}")
+            protocols.append("SSL:SSL")
+            if scram_users or sasl_plain_users:
+                sasl_ssl_port = free_port()
+                listeners.append(f"SASL_SSL://127.0.0.1:{sasl_ssl_port}")
+                protocols.append("SASL_SSL:SASL_SSL")
+            advertised = [a for a in listeners]
+            if sasl_port is not None:
+                advertised[1] = f"{SASL_LISTENER}://127.0.0.1:{sasl_advertised_port or sasl_port}"
+            sasl.update(tls_config(tls, sasl_plain_users, bool(scram_users)))
+        elif scram_users:
+            raise ValueError("scram_users needs tls (the SASL_SSL listener)")
+        sasl["listener.security.protocol.map"] = ",".join(protocols)
         props = {
             **BASE_CONFIG,
             "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{controller_port}"]),
@@ -171,12 +251,13 @@ class KafkaBroker:
         properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         cluster_id = run_kafka_tool("kafka.tools.StorageTool", "random-uuid", libs=libs).stdout.strip()
         run_kafka_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties),
-                       "--standalone", libs=libs)
+                       "--standalone", *scram_arguments(scram_users or {}), libs=libs)
         log = (workdir / "broker.log").open("wb")
         process = subprocess.Popen(java_command("kafka.Kafka", str(properties), libs=libs, heap=heap),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, preexec_fn=die_with_parent)
-        broker = cls(workdir, port, controller_port, process, keep, log, sasl_port=sasl_port)
+        broker = cls(workdir, port, controller_port, process, keep, log, sasl_port=sasl_port, ssl_port=ssl_port,
+                     sasl_ssl_port=sasl_ssl_port)
         try:
             broker._wait_ready()
         except BaseException:
@@ -194,8 +275,9 @@ class KafkaBroker:
             try:
                 with Connection("127.0.0.1", self.port, timeout=2.0) as conn:
                     if conn.send(metadata(topics=[])).brokers:
-                        if self.sasl_port is not None:  # the SASL listener accepts connections too
-                            Connection("127.0.0.1", self.sasl_port, timeout=2.0).close()
+                        for other in (self.sasl_port, self.ssl_port, self.sasl_ssl_port):
+                            if other is not None:  # the other listeners accept connections too
+                                socket.create_connection(("127.0.0.1", other), timeout=2.0).close()
                         return
             except (OSError, ValueError) as exc:
                 last_error = exc
