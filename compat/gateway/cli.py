@@ -53,12 +53,15 @@ async def _serve(args: argparse.Namespace) -> None:
     from kprotocol.streams_group import GroupConfig
 
     from compat.gateway.config import listener_tls, upstream_properties, upstream_security
-    from compat.gateway.metrics import GatewayMetrics, GroupsCollector
     from compat.gateway.tls import SniRouting
 
     security = upstream_security(upstream_properties(args))
     tls = listener_tls(args)
-    metrics = GatewayMetrics() if args.metrics else None
+    metrics = None
+    if args.metrics:
+        from compat.gateway.metrics import GatewayMetrics, GroupsCollector  # prometheus-client: [gateway] extra
+
+        metrics = GatewayMetrics()
     managed = None
 
     def handler(*a: Any) -> Any:

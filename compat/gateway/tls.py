@@ -19,8 +19,6 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cryptography import x509
-
 
 @dataclass
 class ListenerTLS:
@@ -62,6 +60,8 @@ def principal(ssl_object: ssl.SSLObject | None) -> str | None:
     der = ssl_object.getpeercert(binary_form=True)
     if not der:
         return None
+    from cryptography import x509  # only with mutual TLS
+
     return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
