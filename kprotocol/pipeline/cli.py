@@ -16,7 +16,7 @@ from kprotocol.tools.jsontext import dumps
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="files or directories (local paths or any URI pyarrow reads: hdfs://, s3://...)")
+                        help="files or directories: local paths or URIs (file://, hdfs://, s3a://, s3://, gs://)")
     parser.add_argument("--out", required=True, help="output directory of the Parquet tables")
     parser.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
     parser.add_argument("--partitions", type=int, help="Spark partitions (default: one per split)")
@@ -24,6 +24,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="target split size in MiB (default: %(default)s)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="Spark's progress bar on stderr (default: on a terminal)")
+    parser.add_argument("--require-accel", action="store_true",
+                        help="fail (exit 1) when a task ran without kprotocol's compiled paths")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     captures.add_argument("--ports", type=parse_ports, default=(9092,),
                           help="broker ports carrying Kafka, comma-separated (default 9092)")
     captures.set_defaults(func=_run)
+    package = jobs.add_parser("package", help="kprotocol packed for Spark executors (--archives), with venv-pack")
+    package.add_argument("--out", default="dist", help="directory of kprotocol-env.tar.gz (default: %(default)s)")
+    package.set_defaults(func=_package)
     report = subparsers.add_parser("report", help="rebalance timelines and tables from the pipeline's tables")
     report.add_argument("dir", help="the pipeline's output directory")
     report.add_argument("--out", required=True, help="report.html, or a .png of the timelines")
@@ -55,6 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     for path in args.paths:  # local mistakes are told before Spark starts (and logs its start-up)
         if "://" not in path and not Path(path).exists():
             raise FileNotFoundError(2, "No such file or directory", path)
+    if args.job == "offsets":
+        jobs.coordinator_segments(args.paths)  # another topic named is refused before Spark starts
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     spark = jobs.spark_session(args.master, progress=progress)
     split_bytes = int(args.split_mb * (1 << 20))
@@ -68,6 +75,32 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     print(dumps({"out": args.out, **counts}))
+    return _check_runtime(counts, args.require_accel)
+
+
+def _check_runtime(counts: dict, required: bool) -> int:
+    """A loud warning (an error with --require-accel) when a task ran kprotocol in pure Python."""
+    pure = counts.get("pure_python_tasks", 0)
+    if not pure:
+        return 0
+    level = "error" if required else "WARNING"
+    sys.stderr.write(
+        f"kprotocol: {level}: {pure} of {counts['tasks']} task(s) ran without kprotocol's compiled paths "
+        f"(accel in {counts['tasks_accel']}, capture walk in {counts['tasks_walk']}; executor Python: "
+        f"{', '.join(counts['executor_pythons'])}): several times slower. Ship the packed environment: "
+        f"kprotocol pipeline package --out dist/, then spark-submit --archives "
+        f"dist/kprotocol-env.tar.gz#environment with PYSPARK_PYTHON=./environment/bin/python\n")
+    return 1 if required else 0
+
+
+def _package(args: argparse.Namespace) -> int:
+    try:
+        from kprotocol.pipeline.package import package
+    except ImportError as exc:
+        sys.stderr.write(f"kprotocol: error: packaging needs venv-pack (pip install venv-pack): {exc}\n")
+        return 2
+    archive = package(Path(args.out))
+    print(dumps({"archive": str(archive), "size": archive.stat().st_size}))
     return 0
 
 

@@ -14,17 +14,21 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kprotocol.capture.walk import MAX_SHARES
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 from kprotocol.pipeline.capture_rows import (CAPTURE_SUFFIXES, connection_rows, keyed_segments, owned_rows,
                                              plan_capture)
-from kprotocol.pipeline.files import list_inputs
+from kprotocol.pipeline.executor import RUNTIME, runtime_summary, task_runtime
+from kprotocol.pipeline.files import KAFKA_SEGMENT, InputFile, list_inputs, partition_of
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
 from kprotocol.pipeline.tables import SCHEMAS, PartWriter, paused_gc, reset, table_dir, write_part
 from kprotocol.tools.gcmode import long_run_gc
+from kprotocol.tools.inputs import UsageError
 
 SEGMENT_SUFFIXES = (".log",)
+COORDINATOR_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE)
 
 
 def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline", progress: bool = True):
@@ -53,8 +57,18 @@ def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline
     return session
 
 
-def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Iterable[tuple[str, int]]]:
-    def run(parts: Iterable[tuple[int, SegmentSplit]]) -> Iterable[tuple[str, int]]:
+def _tally(items: Iterable[tuple[str, Any]], counts: Counter[str], runtimes: list[Any]) -> None:
+    """Add a task's (table, rows) pairs to `counts`, its runtime report to `runtimes`."""
+    for name, value in items:
+        if name == RUNTIME:
+            runtimes.append(value)
+        else:
+            counts[name] += value
+
+
+def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Iterable[tuple[str, Any]]]:
+    def run(parts: Iterable[tuple[int, SegmentSplit]]) -> Iterable[tuple[str, Any]]:
+        yield RUNTIME, task_runtime()
         for number, split in parts:
             with paused_gc():
                 tables = split_rows(split)
@@ -66,26 +80,50 @@ def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Ite
     return run
 
 
+def coordinator_segments(paths: list[str]) -> list[InputFile]:
+    """The segments of coordinator topics under `paths`, as `kprotocol offsets decode` reads them: in a
+    Kafka data directory only the __consumer_offsets-N, __transaction_state-N and __share_group_state-N
+    partitions (Kafka-named segments of other TOPIC-N directories are skipped; other `.log` files are
+    read); a partition of another topic, or a segment in one, named explicitly is refused
+    (UsageError), not decoded into junk."""
+    found: list[InputFile] = []
+    for given in paths:
+        segments = list_inputs([given], SEGMENT_SUFFIXES)
+        kept = [f for f in segments if f.topic in COORDINATOR_TOPICS or f.topic is None
+                or not KAFKA_SEGMENT.match(f.uri.rsplit("/", 1)[-1])]
+        named = partition_of(given)
+        if named and named[0] not in COORDINATOR_TOPICS and len(kept) < len(segments):
+            raise UsageError(f"{given}: a partition of topic {named[0]!r}, not of a coordinator topic "
+                             f"(the offsets job reads {', '.join(COORDINATOR_TOPICS)})")
+        if segments and not kept:
+            raise UsageError(f"{given}: no segments of a coordinator topic ({', '.join(COORDINATOR_TOPICS)})")
+        found += kept
+    found.sort(key=lambda f: f.uri.rsplit("/", 1))
+    return found
+
+
 def plan_offsets(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
-    """Every split of every segment under `paths`."""
-    return [s for f in list_inputs(paths, SEGMENT_SUFFIXES) for s in plan_segment(f, split_bytes)]
+    """Every split of every coordinator-topic segment under `paths` (see `coordinator_segments`)."""
+    return [s for f in coordinator_segments(paths) for s in plan_segment(f, split_bytes)]
 
 
 def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
-                split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None) -> dict[str, int]:
+                split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None) -> dict[str, Any]:
     """Decode coordinator-topic segments into records, offsets_committed, group_members, problems and
-    rebalances; returns the row count of each table and the bytes read."""
+    rebalances; returns the row count of each table, the bytes read and what the tasks ran on
+    (`executor.runtime_summary`)."""
     spark = spark or spark_session(master)
     splits = plan_offsets(paths, split_bytes)
     reset(out, (*OFFSETS_TABLES, "rebalances"))
     numbered = list(enumerate(splits))
     slices = max(1, min(len(numbered), partitions or len(numbered)))
     counts: Counter[str] = Counter()
-    for table, n in spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect():
-        counts[table] += n
+    runtimes: list[Any] = []
+    _tally(spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect(), counts,
+           runtimes)
     counts["rebalances"] = derive_rebalances(spark, out, splits)
     counts["splits"] = len(splits)
-    return dict(counts)
+    return {**counts, **runtime_summary(runtimes)}
 
 
 CAPTURE_TABLES = ("exchanges", "problems")
@@ -96,8 +134,8 @@ def plan_captures(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     return [s for f in list_inputs(paths, CAPTURE_SUFFIXES) for s in plan_capture(f, split_bytes)]
 
 
-def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, int]]]:
-    def run(index: int, pairs: Iterable[tuple[Any, Any]]) -> Iterable[tuple[str, int]]:
+def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+    def run(index: int, pairs: Iterable[tuple[Any, Any]]) -> Iterable[tuple[str, Any]]:
         exchanges: list[dict[str, Any]] = []
         problems: list[dict[str, Any]] = []
         connections = 0
@@ -113,15 +151,17 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
             exchanges.sort(key=lambda r: (r["source"], r["request_first_packet"]))
             write_part(out, "exchanges", index, exchanges, prefix="capture")
             write_part(out, "problems", index, problems, prefix="capture")
-        return [("exchanges", len(exchanges)), ("problems", len(problems)), ("connections", connections)]
+        return [(RUNTIME, task_runtime()), ("exchanges", len(exchanges)), ("problems", len(problems)),
+                ("connections", connections)]
     return run
 
 
 OWNERS_MAX = 8  # captures that need at most this many tasks are read whole by each (`owned_rows`)
 
 
-def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, int]]]:
-    def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, int]]:
+def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+    def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, Any]]:
+        yield RUNTIME, task_runtime()
         for uri, share in shares:
             exchanges = PartWriter(out, "exchanges", index, prefix="capture-owned")
             with long_run_gc():  # rows are streamed out: the collector stays on, seldom
@@ -133,7 +173,7 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
 
 def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
                  split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
-                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, int]:
+                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, Any]:
     """Decode pcap/pcapng captures into the exchanges table (and problems). A capture of n splits gets
     min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their
     share of its connections. Beyond that its splits are read in parallel, their segments shuffled by
@@ -153,10 +193,10 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
             shuffled.append(file)
     splits = [s for f in shuffled for s in plan_capture(f, split_bytes)]
     counts: Counter[str] = Counter(splits=len(owned) + len(splits))
+    runtimes: list[Any] = []
     if owned:
         task = _owned_task(out, kafka_ports)
-        for name, n in sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect():
-            counts[name] += n
+        _tally(sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect(), counts, runtimes)
     if splits:
         keyed = sc.parallelize(splits, len(splits)).flatMap(lambda s: keyed_segments(s[0], s[1], kafka_ports))
         # More partitions than cores (connections differ wildly in size, small tasks balance the cores),
@@ -165,12 +205,11 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
         total = sum(f.size for f in shuffled)
         count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
         shuffle = keyed.partitionBy(max(1, count))
-        for name, n in shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect():
-            counts[name] += n
+        _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect(), counts, runtimes)
     if not owned and not splits:
         for table in CAPTURE_TABLES:
             write_part(out, table, 0, [], prefix="capture")
-    return dict(counts)
+    return {**counts, **runtime_summary(runtimes)}
 
 
 def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:

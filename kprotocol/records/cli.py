@@ -55,8 +55,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     state.set_defaults(func=lambda args: run_state(args, sys.stdout, sys.stderr))
 
 
+def _other_topic(path: Path) -> str | None:
+    """The topic of a partition directory of a topic other than the coordinator topics (or of a segment
+    in one), as Kafka names them: TOPIC-N holding 20-digit `.log` segments."""
+    directory = path if path.is_dir() else path.parent
+    name, _, number = directory.name.rpartition("-")
+    if not name or not number.isdigit() or name in (CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE):
+        return None
+    logs = [path] if not path.is_dir() else list(path.glob("*.log"))
+    return name if any(len(p.stem) == 20 and p.stem.isdigit() for p in logs) else None
+
+
 def _segment_files(args: argparse.Namespace) -> list[Path]:
     topic = getattr(args, "topic", CONSUMER_OFFSETS)
+    for path in args.paths:
+        other = _other_topic(path)
+        if other is not None:
+            raise UsageError(f"{path}: a partition of topic {other!r}, not of a coordinator topic "
+                             f"({CONSUMER_OFFSETS}, {TRANSACTION_STATE}, {SHARE_GROUP_STATE})")
     files = [f for p in args.paths for f in segment_files(p, topic)]
     if not files:
         raise UsageError(f"no {topic} segments under {', '.join(map(str, args.paths))}")

@@ -48,10 +48,12 @@ def read_segment_bytes(data: bytes | mmap.mmap, source: str = "<bytes>", *,
         try:
             batch = read_batch(data, pos, max_decompressed=max_decompressed, max_records=max_records)
         except DecodeError as exc:
+            if not any(data[pos:pos + LOG_OVERHEAD]) and not any(data[pos:end]):
+                if pos == 0:  # nothing but zeros: not a segment (a preallocated one's zero tail is not told)
+                    yield SegmentProblem(source, pos, end - pos, "corrupt", f"no record batch: {end} bytes of zeros")
+                return
             resume = _next_valid_batch(data, pos + 1, max_decompressed, max_records)
             if resume is None:
-                if not any(data[pos:end]):
-                    return
                 kind = "truncated" if isinstance(exc, TruncatedError) else "corrupt"
                 yield SegmentProblem(source, pos, end - pos, kind, str(exc))
                 return
