@@ -1,12 +1,15 @@
 """The `rebalances` table: one row per rebalance of a group, derived from its records in log order.
 
 - streams and consumer groups (KIP-1071, KIP-848): a rebalance starts when the group epoch moves
-  (the group's metadata record) and ends when every member's current assignment reached that
-  epoch; tasks moved compare the target assignment with the previous one, warm-ups count the
-  target's warm-up tasks.
+  (the group's metadata record, written after the member records that caused it) and ends when
+  every member's current assignment reached that epoch, at once when no member is left (the group
+  became empty); members before and tasks moved compare with the group as the previous rebalance
+  left it (so a member that left and the tasks it owned count), warm-ups count the target's
+  warm-up tasks.
 - classic groups: the log holds the completed generation only (GroupMetadata), so `start` stays
   null unless known; members, moved tasks (Streams userdata), warm-up standbys and a probing
-  rebalance scheduled by the assignor (`nextRebalanceMs`) come from that record.
+  rebalance scheduled by the assignor (`nextRebalanceMs`) come from that record; a group that
+  became empty (a GroupMetadata without members) ends with a row of its own.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class _ModernGroup:
         self.members: set[str] = set()
         self.member_epochs: dict[str, int] = {}
         self.target: dict[str, set[str]] = {}
-        self.previous_target: dict[str, set[str]] = {}
+        self.settled_members: set[str] = set()  # as the previous rebalance left the group
+        self.settled_target: dict[str, set[str]] = {}
         self.warmups: dict[str, int] = {}
         self.open: Row | None = None
         self.done: list[Row] = []
@@ -63,9 +67,9 @@ class _ModernGroup:
             return
         self._close(None)
         self.open = {"group": self.group, "protocol": self.protocol, "epoch": epoch, "start_timestamp": ts,
-                     "end_timestamp": None, "duration_ms": None, "members_before": sorted(self.members),
+                     "end_timestamp": None, "duration_ms": None, "members_before": sorted(self.settled_members),
                      "probing": False}
-        self.previous_target = {m: set(t) for m, t in self.target.items()}
+        self._check(ts)  # no member left: the group became empty, its last step ends here
 
     def member(self, member_id: str, left: bool, ts: int) -> None:
         if left:
@@ -108,10 +112,12 @@ class _ModernGroup:
         row.update(end_timestamp=ts, duration_ms=None if ts is None else ts - row["start_timestamp"],
                    members_after=sorted(self.members),
                    trigger=_trigger(set(row["members_before"]), self.members),
-                   tasks_moved=_moved(self.previous_target, self.target),
+                   tasks_moved=_moved(self.settled_target, self.target),
                    warmup_tasks=sum(self.warmups.values()))
         self.done.append(row)
         self.open = None
+        self.settled_members = set(self.members)
+        self.settled_target = {m: set(t) for m, t in self.target.items()}
 
 
 def derive(group: str, records: Iterable[Row]) -> list[Row]:
@@ -128,6 +134,8 @@ def derive(group: str, records: Iterable[Row]) -> list[Row]:
         ts = record["timestamp"]
         if type_id == 2:
             if value is None or not value.get("members"):
+                if value is not None and last_classic:  # every member left: the group's last step
+                    classic.append(_emptied_row(group, last_classic, value.get("generation"), ts))
                 last_classic = [] if value is not None or last_classic is None else last_classic
                 continue
             members = member_rows(2, key, value)
@@ -155,6 +163,13 @@ def derive(group: str, records: Iterable[Row]) -> list[Row]:
         state.close_open()  # a rebalance never reconciled within the data keeps a null end
         rows.extend(state.done)
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
+
+
+def _emptied_row(group: str, before: list[Row], generation: int | None, ts: int) -> Row:
+    return {"group": group, "protocol": "classic", "epoch": generation, "start_timestamp": None, "end_timestamp": ts,
+            "duration_ms": None, "trigger": _trigger({r["member_id"] for r in before}, set()),
+            "members_before": sorted(r["member_id"] for r in before), "members_after": [], "tasks_moved": 0,
+            "warmup_tasks": 0, "probing": False}
 
 
 def _classic_row(group: str, before: list[Row], after: list[Row], ts: int) -> Row:

@@ -1,0 +1,154 @@
+"""`kprotocol report` tells the truth: rebalances derived from a group's records (members that left,
+a group that became empty, moved tasks), the captures' membership requests with error names, charts
+with legends; the HTML checked in a real headless browser (Debian's chromium)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kprotocol.errors import error_text
+from kprotocol.pipeline.capture_rows import owned_rows
+from kprotocol.pipeline.jobs import _derive_partition, plan_offsets
+from kprotocol.pipeline.offsets_rows import split_rows
+from kprotocol.pipeline.rebalances import derive
+from kprotocol.pipeline.report import write_report
+from kprotocol.pipeline.tables import PartWriter, write_part
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "fixtures" / "kafka" / "data"
+CAPTURE = ROOT / "fixtures" / "captures" / "clients.pcapng"
+
+
+def _tables(out: Path) -> None:
+    """The pipeline's tables for the real broker's data directory and a capture, written by the code the
+    Spark tasks run (no Spark session: the jobs' equality with these paths is tested elsewhere)."""
+    splits = plan_offsets([str(DATA)])
+    for number, split in enumerate(splits):
+        for table, rows in split_rows(split).items():
+            write_part(str(out), table, number, rows)
+    write_part(str(out), "rebalances", 0, _derive_partition(str(out), list(range(len(splits)))))
+    writer = PartWriter(str(out), "exchanges", 0, prefix="capture")
+    problems, _ = owned_rows(str(CAPTURE), (0, 1), frozenset({60127}), writer.add)
+    writer.close()
+    write_part(str(out), "problems", 0, problems, prefix="capture")
+
+
+def _section(page: str, group: str, title: str) -> str:
+    """The HTML of one heading's section of one group."""
+    body = page.split(f"<h2>{group}</h2>", 1)[1].split("<h2>", 1)[0]
+    return body.split(f"<h3>{title}</h3>", 1)[1].split("<h3>", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("tables")
+    _tables(out)
+    target = out / "report.html"
+    write_report(str(out), target)
+    return out, target.read_text()
+
+
+def test_members_that_left_and_groups_that_became_empty(report: tuple[Path, str]) -> None:
+    _, page = report
+    # Every member of these groups left at the end of the broker's run (their records were deleted):
+    # no latest assignment, and the group's last step is a rebalance to no member.
+    for group in ("classic-g", "consumer-g", "streams-g"):
+        assert "<td>" not in _section(page, group, "Latest assignment"), group
+        last = re.findall(r"<tr>(.*?)</tr>", _section(page, group, "Rebalances"))[-1]
+        cells = re.findall(r"<td>(.*?)</td>", last)
+        assert cells[5] == "1 left" and cells[6] == "0" and cells[3], (group, cells)
+
+
+def _record(type_id: int, offset: int, key: dict, value: dict | None) -> dict:
+    return {"record_type": type_id, "offset": offset, "timestamp": 1000 * offset, "partition": 0,
+            "key_json": json.dumps({"type": type_id, "data": key}),
+            "value_json": None if value is None else json.dumps({"version": 0, "data": value})}
+
+
+def test_moved_tasks_are_counted_and_the_empty_group_closes() -> None:
+    """A streams group as Kafka's coordinator writes it: B joins (one task moves from A to B), A leaves
+    (its task moves to B), B leaves (the group is empty: its last rebalance ends at once)."""
+    g = {"groupId": "app"}
+    tasks = lambda *ps: [{"subtopologyId": "0", "partitions": list(ps)}]  # noqa: E731
+    assignment = lambda *ps: {"activeTasks": tasks(*ps), "standbyTasks": [], "warmupTasks": []}  # noqa: E731
+    member = {"clientId": "c", "clientHost": "/127.0.0.1", "processId": "p"}
+    log = [(19, {**g, "memberId": "A"}, member), (17, g, {"epoch": 1}),
+           (21, {**g, "memberId": "A"}, assignment(0, 1)), (22, {**g, "memberId": "A"}, {"memberEpoch": 1}),
+           (19, {**g, "memberId": "B"}, member), (17, g, {"epoch": 2}),
+           (21, {**g, "memberId": "A"}, assignment(0)), (21, {**g, "memberId": "B"}, assignment(1)),
+           (22, {**g, "memberId": "A"}, {"memberEpoch": 2}), (22, {**g, "memberId": "B"}, {"memberEpoch": 2}),
+           (22, {**g, "memberId": "A"}, None), (21, {**g, "memberId": "A"}, None), (19, {**g, "memberId": "A"}, None),
+           (17, g, {"epoch": 3}), (21, {**g, "memberId": "B"}, assignment(0, 1)),
+           (22, {**g, "memberId": "B"}, {"memberEpoch": 3}),
+           (22, {**g, "memberId": "B"}, None), (21, {**g, "memberId": "B"}, None), (19, {**g, "memberId": "B"}, None),
+           (17, g, {"epoch": 4})]
+    rows = derive("app", [_record(t, n, k, v) for n, (t, k, v) in enumerate(log)])
+    got = [(r["epoch"], r["trigger"], r["members_before"], r["members_after"], r["tasks_moved"], r["end_timestamp"])
+           for r in rows]
+    assert got == [(1, "1 joined", [], ["A"], 0, 3000), (2, "1 joined", ["A"], ["A", "B"], 1, 9000),
+                   (3, "1 left", ["A", "B"], ["B"], 1, 15000), (4, "1 left", ["B"], [], 0, 19000)]
+
+
+def test_captured_membership_requests_with_error_names(report: tuple[Path, str]) -> None:
+    out, page = report
+    import pyarrow.parquet as pq
+
+    exchanges = pq.read_table(out / "exchanges").to_pylist()
+    failed = [e for e in exchanges if e["group"] and e["error_codes"] and e["api_name"] in ("JoinGroup", "SyncGroup",
+                                                                                            "Heartbeat")]
+    assert failed, "the capture has membership requests answered with errors"
+    for e in failed:
+        section = _section(page, e["group"], "Captured membership requests")
+        for code in e["error_codes"]:
+            assert error_text(code) in section and re.search(r"[A-Z_]{6,} \(\d+\)", section)
+    heartbeats = {e["group"] for e in exchanges if e["api_name"] == "StreamsGroupHeartbeat" and e["group"]}
+    for group in heartbeats:
+        assert "<td>StreamsGroupHeartbeat</td>" in _section(page, group, "Captured membership requests")
+
+
+def test_charts_have_legends() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from kprotocol.pipeline.report import _timeline
+
+    fig, axis = plt.subplots()
+    _timeline("g", [], [], axis)
+    labels = [t.get_text() for t in axis.get_legend().get_texts()]
+    plt.close(fig)
+    assert "member in the group" in labels and any("moved" in label for label in labels)
+
+
+CHECK = """<script>
+const errors = [];
+window.addEventListener("error", e => errors.push(String(e.message || e.target && e.target.src || e)), true);
+window.addEventListener("load", () => {
+  const images = [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]);
+  document.body.setAttribute("data-check", JSON.stringify({errors, images}));
+});
+</script>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_html_renders_in_a_headless_browser(report: tuple[Path, str], tmp_path: Path) -> None:
+    _, page = report
+    assert "<script" not in page  # the report is static: the check below is added to a copy only
+    copy = tmp_path / "checked.html"
+    copy.write_text(CHECK + page, encoding="utf-8")
+    done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                           "--dump-dom", copy.as_uri()], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-check="([^"]*)"', done.stdout)
+    assert found, done.stdout[-2000:]
+    check = json.loads(found[1].replace("&quot;", '"'))
+    assert check["errors"] == []
+    assert len(check["images"]) == page.count("<img ") >= 6
+    assert all(complete and width > 300 and height > 100 for complete, width, height in check["images"])
