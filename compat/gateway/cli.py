@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import logging
 import signal
@@ -96,11 +97,12 @@ async def _serve(args: argparse.Namespace) -> None:
         managed = ManagedGroups(args.group, coordinator, upstream, state, listener,
                                 lists_groups=lambda: current_target.get() == gateway.brokers.upstream.get(
                                     min(gateway.brokers.upstream, default=-1)))
-        await _starting(managed.start(), f"reading the state in {state.path}" if state else "starting")
+        await _starting(managed.start(), f"--state {args.state}" if args.state else
+                        f"--state-topic {args.state_topic}" if args.state_topic else "starting")
         if metrics is not None:
             metrics.registry.register(GroupsCollector(coordinator, managed.groups, asyncio.get_running_loop()))
-    await _starting(gateway.start(), f"listening on {args.listen[0]}:{args.listen[1]} for upstream "
-                                     f"{args.upstream[0]}:{args.upstream[1]}")
+    await _starting(gateway.start(), f"upstream {args.upstream[0]}:{args.upstream[1]}",
+                    f"--listen {args.listen[0]}:{args.listen[1]}")
     gc.freeze()  # the codec's classes and tables stay out of every later collection (shorter pauses)
     for each in (gateway, tls_gateway):
         if each is None:
@@ -160,14 +162,19 @@ def group_configs(items: list[str], base: Any) -> tuple[Any, Any]:
         raise StartError(f"--group-config: {exc}") from None
 
 
-async def _starting(step: Awaitable[None], what: str) -> None:
-    """A start-up step whose failure is the operator's to fix: one line, no traceback."""
+async def _starting(step: Awaitable[None], what: str, listen: str | None = None) -> None:
+    """A start-up step whose failure is the operator's to fix: one line, no traceback. With `listen`,
+    the step binds that listener, then reaches `what` (the upstream)."""
     try:
         await step
     except OSError as exc:
+        if listen is not None and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise StartError(f"{listen}: cannot listen: {exc.strerror or exc}") from None
+        if listen is not None or isinstance(exc, ConnectionError):
+            raise StartError(f"{what} unreachable: {exc.strerror or exc}") from None
         raise StartError(f"{what}: {exc.strerror or exc}") from None
-    except (ConnectionError, asyncio.TimeoutError, EOFError) as exc:
-        raise StartError(f"{what}: upstream unreachable ({type(exc).__name__}: {exc})") from None
+    except (asyncio.TimeoutError, EOFError) as exc:
+        raise StartError(f"{what} unreachable: {type(exc).__name__} {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

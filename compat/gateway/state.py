@@ -33,7 +33,7 @@ class StateLog:
         """Every record so far, as (key, value) bytes in log order. A torn tail (a crash mid-write) is
         cut off quietly; damage before it is skipped with a warning naming its position and what it cost."""
         if self.directory.exists() and not self.directory.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, f"--state {self.directory} is a file, not a directory")
+            raise NotADirectoryError(errno.ENOTDIR, "a file, not a directory")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("ab"):
             pass  # writable (a read-only directory fails here, at start, not at the first change)
