@@ -55,9 +55,13 @@ class Twin:
         self._wait_for_coordinator()
 
     def _alter_configs(self, configs: Mapping[str, str]) -> None:
+        self.alter_group_configs(self.group_id, configs)
+
+    def alter_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Set group-level configs of `group_id` at the broker (the coordinator's are the caller's)."""
         request = message_class("IncrementalAlterConfigsRequest")
         response = self.conn.send(request(resources=[request.AlterConfigsResource(
-            resource_type=GROUP_RESOURCE, resource_name=self.group_id,
+            resource_type=GROUP_RESOURCE, resource_name=group_id,
             configs=[request.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])]))
         assert response.responses[0].error_code == 0, response.responses[0].error_message
 

@@ -86,7 +86,8 @@ def _check_runtime(counts: dict, required: bool) -> int:
     level = "error" if required else "WARNING"
     sys.stderr.write(
         f"kprotocol: {level}: {pure} of {counts['tasks']} task(s) ran without kprotocol's compiled paths "
-        f"(accel in {counts['tasks_accel']}, capture walk in {counts['tasks_walk']}; executor Python: "
+        f"(accel in {counts['tasks_accel']}, capture walk in {counts['tasks_walk']}, offsets path in "
+        f"{counts['tasks_offsets']}; executor Python: "
         f"{', '.join(counts['executor_pythons'])}): several times slower. Ship the packed environment: "
         f"kprotocol pipeline package --out dist/, then spark-submit --archives "
         f"dist/kprotocol-env.tar.gz#environment with PYSPARK_PYTHON=./environment/bin/python\n")

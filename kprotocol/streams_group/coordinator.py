@@ -24,7 +24,7 @@ from kprotocol.runtime.struct import Message
 from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.assignment import AssignmentSettings, compute_targets
 from kprotocol.streams_group.errors import (FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
-                                            GROUP_MAX_SIZE_REACHED, INVALID_REQUEST, STALE_MEMBER_EPOCH,
+                                            GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_REQUEST, STALE_MEMBER_EPOCH,
                                             STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR,
                                             UNRELEASED_INSTANCE_ID, UNSUPPORTED_VERSION, CoordinatorError)
 from kprotocol.streams_group.group import StreamsGroup
@@ -248,12 +248,14 @@ class StreamsGroupCoordinator:
         hb = _Heartbeat()
         if joining:  # a new group (or an empty classic one it replaces) is kept only if the heartbeat succeeds
             group = self.groups.get(group_id) or StreamsGroup(group_id)
+            if self.is_other_group(group_id):
+                hb.records.append(rec.classic_group_tombstone(group_id))
             if req.member_id not in group.members and len(group.members) >= cfg.max_size:  # rejoining: not counted
                 raise CoordinatorError(GROUP_MAX_SIZE_REACHED, "The streams group has reached its maximum "
                                                                f"capacity of {cfg.max_size} members.")
         else:
             group = self._existing_group(group_id)
-        existed = group.exists
+        existed, replacing = group.exists, self.is_other_group(group_id)
         owned = None
         if req.active_tasks is not None and req.standby_tasks is not None and req.warmup_tasks is not None:
             owned = TaskSets.from_wire(req.active_tasks, req.standby_tasks, req.warmup_tasks)
@@ -373,9 +375,14 @@ class StreamsGroupCoordinator:
             if reconciled.user_endpoint is not None:
                 endpoint_epoch += 1
         if endpoint_epoch != req.endpoint_information_epoch:
-            changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, configured, response_cls)
-        if existed:  # Kafka counts on the group object of the request, which a new group does not keep
-            group.endpoint_information_epoch = changes["endpoint_information_epoch"] = endpoint_epoch
+            changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, topology, configured,
+                                                                     response_cls)
+        # Kafka counts on the group object of the request, which a new group does not keep (one replacing
+        # a classic group answers with the count all the same)
+        if existed or replacing:
+            changes["endpoint_information_epoch"] = endpoint_epoch
+        if existed:
+            group.endpoint_information_epoch = endpoint_epoch
         if configured.status is not None:
             hb.statuses.append(configured.status)
             self.internal_topics_to_create.update(configured.to_create)
@@ -418,9 +425,9 @@ class StreamsGroupCoordinator:
             member = _static_member_or_throw(group, req.instance_id, req.member_id)
             _check_epoch(member, req.member_epoch, owned)
             return member, None
-        if existing_id is None or existing_id == req.member_id:
+        if existing_id is None:
             return group.members.get(req.member_id) or Member(req.member_id), None
-        old = group.members[existing_id]
+        old = group.members[existing_id]  # even under its own member id, a static member rejoins only after -2
         if old.member_epoch != STATIC_LEAVE_EPOCH:
             raise CoordinatorError(UNRELEASED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
                                    f"{req.instance_id} cannot join the group because the instance id is owned by "
@@ -485,11 +492,16 @@ class StreamsGroupCoordinator:
         records.append(rec.target_metadata(group.group_id, epoch, now))
         return targets
 
-    def _endpoints(self, group: StreamsGroup, updated: Member, configured: Configured | None,
+    def _endpoints(self, group: StreamsGroup, updated: Member, topology: Any, configured: Configured | None,
                    response_cls: Any) -> list[Any]:
         out = []
-        members = [m for m in group.members.values() if m.member_id != updated.member_id] + [updated]
-        subtopologies = {s.subtopology_id: s for s in group.topology.subtopologies} if group.topology else {}
+        # the other members in the order of Kafka's hash table of members, then the member itself
+        members = [group.members[m] for m in group.member_order if m != updated.member_id] + [updated]
+        if (configured is None or configured.tasks is None) and any(m.user_endpoint for m in members):
+            # Kafka 4.4 fails the heartbeat (no message) when it maps endpoints to partitions of a topology
+            # it could not configure (missing or mis-partitioned source topics)
+            raise CoordinatorError(UNKNOWN_SERVER_ERROR)
+        subtopologies = {s.subtopology_id: s for s in topology.subtopologies}
         for m in members:
             if m.user_endpoint is None:
                 continue
@@ -647,24 +659,31 @@ class StreamsGroupCoordinator:
         return cls(topics=topics), records
 
     def _commit_error(self, req: Message, transactional: bool, version: int) -> int:
+        group, epoch = self.group(req.group_id), req.generation_id_or_member_epoch
+        if group is None and not transactional:  # Kafka's rules for a group that is not a streams group
+            if self.is_other_group(req.group_id):  # an empty classic group: only commits outside a generation
+                return 0 if epoch < 0 else UNKNOWN_MEMBER_ID
+            if epoch >= 0:  # no group at all: a generation names a group that does not exist
+                return GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
+            return 0
         try:
-            self._validate_commit(self.group(req.group_id), req.member_id, req.generation_id_or_member_epoch,
-                                  getattr(req, "group_instance_id", None), transactional, version)
+            self._validate_commit(group, req.member_id, epoch, getattr(req, "group_instance_id", None),
+                                  transactional, version)
         except CoordinatorError as exc:
             return exc.code
         return 0
 
     def _offset_fetch(self, req: Message, version: int) -> Message:
         _, response_cls = api_classes(OFFSET_FETCH)
-        if version < 8:
-            group = self.group(req.group_id) or StreamsGroup(req.group_id)
+        if version < 8:  # any group's offsets, a streams group's or not
+            group = self.groups.get(req.group_id) or StreamsGroup(req.group_id)
             topics = [response_cls.OffsetFetchResponseTopic(name=name, partitions=[
                 self._fetched(response_cls.OffsetFetchResponsePartition, group, name, p) for p in parts])
                 for name, parts in _requested(group, req.topics, "partition_indexes")]
             return response_cls(topics=topics)
         out = []
         for g in req.groups:
-            group = self.group(g.group_id) or StreamsGroup(g.group_id)
+            group = self.groups.get(g.group_id) or StreamsGroup(g.group_id)
             try:
                 member_id = getattr(g, "member_id", None)
                 if member_id is not None or g.member_epoch >= 0:
@@ -826,10 +845,8 @@ def _check_tasks(configured: Configured, tasks: Iterable[Any] | None) -> None:
 
 
 def _recovery_lag(version: int, lag: int) -> dict[str, int]:
-    """v0 carries the lag as an int32, v1 as an int64 under another name."""
-    if version == 0:
-        return {"acceptable_recovery_lag_legacy": min(lag, 2**31 - 1)}
-    return {"acceptable_recovery_lag": lag}
+    """Kafka 4.4 fills only the int64 field (v1 on); a v0 response carries 0 in the legacy int32 one."""
+    return {} if version == 0 else {"acceptable_recovery_lag": lag}
 
 
 def _tags(client_tags: Iterable[Any]) -> tuple[tuple[str, str], ...]:

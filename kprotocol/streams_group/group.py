@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kprotocol.streams_group.java_order import TimelineOrder
 from kprotocol.streams_group.member import Member, Owners
 from kprotocol.streams_group.records import CoordinatorRecord, epochs_from, tasks_from
 from kprotocol.streams_group.tasks import EMPTY, TaskSets
@@ -40,6 +41,7 @@ class StreamsGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
     owners: Owners = field(default_factory=Owners)
+    member_order: TimelineOrder = field(default_factory=TimelineOrder)  # Kafka's iteration order of members
     exists: bool = False
     # soft state
     configured: Configured | None = None
@@ -111,6 +113,7 @@ class StreamsGroup:
             if old is not None:
                 self.owners.remove(old)
                 del self.members[member_id]
+                self.member_order.remove(member_id)
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
                     del self.static_members[old.instance_id]
             return
@@ -144,6 +147,8 @@ class StreamsGroup:
     def _put(self, old: Member | None, member: Member) -> None:
         if old is not None:
             self.owners.remove(old)
+        else:
+            self.member_order.add(member.member_id)
         self.members[member.member_id] = member
         self.owners.add(member)
         if member.instance_id is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 
 def java_string_hash(text: str) -> int:
@@ -26,3 +26,45 @@ def hash_order(names: Iterable[str]) -> list[str]:
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return sorted(unique, key=bucket)  # stable: insertion order within a bucket
+
+
+_FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.findSlot
+
+
+class TimelineOrder:
+    """The iteration order of Kafka's `TimelineHashMap` keyed by strings (its `BaseHashTable`): a slot
+    per key from the high bits of a Fibonacci hash; colliding keys in insertion order; the table
+    doubles when more than 3/4 full (counting the key being added) and never shrinks."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self) -> None:
+        self.slots: list[list[str]] = [[], []]
+
+    def copy(self) -> TimelineOrder:
+        other = TimelineOrder()
+        other.slots = [list(s) for s in self.slots]
+        return other
+
+    def _slot(self, key: str) -> int:
+        shift = 65 - len(self.slots).bit_length()
+        return ((java_string_hash(key) * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
+
+    def add(self, key: str) -> None:
+        if key in self.slots[self._slot(key)]:
+            return
+        size = sum(len(s) for s in self.slots)
+        if (size + 1) * 0.75 > len(self.slots):
+            old, self.slots = self.slots, [[] for _ in range(2 * len(self.slots))]
+            for keys in old:
+                for k in keys:
+                    self.slots[self._slot(k)].append(k)
+        self.slots[self._slot(key)].append(key)
+
+    def remove(self, key: str) -> None:
+        keys = self.slots[self._slot(key)]
+        if key in keys:
+            keys.remove(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for keys in self.slots for k in keys)

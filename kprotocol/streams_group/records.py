@@ -22,6 +22,7 @@ _K = {name: message_class(f"StreamsGroup{name}Key") for name in (
     "CurrentMemberAssignment")}
 _V = {name: message_class(f"StreamsGroup{name}Value") for name in _K}
 OffsetCommitKey, OffsetCommitValue = message_class("OffsetCommitKey"), message_class("OffsetCommitValue")
+GroupMetadataKey = message_class("GroupMetadataKey")
 GROUP_METADATA = 2
 VALUE_VERSIONS = {1: 3, 2: 3}  # what Kafka 4.x writes: offset commits without topic id, classic group metadata
 
@@ -135,6 +136,11 @@ def delete_group(group_id: str, member_ids: list[str]) -> list[CoordinatorRecord
     out += [CoordinatorRecord(_K["MemberMetadata"](group_id=group_id, member_id=m), None) for m in member_ids]
     out += [CoordinatorRecord(_K[name](group_id=group_id), None) for name in ("Metadata", "Topology")]
     return out
+
+
+def classic_group_tombstone(group_id: str) -> CoordinatorRecord:
+    """The tombstone of an empty classic group that a streams group replaces."""
+    return CoordinatorRecord(GroupMetadataKey(group=group_id), None)
 
 
 def offset_commit(group_id: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str | None,
