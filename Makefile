@@ -7,7 +7,7 @@ JOBS   ?= 2
 DEMO_VENV  := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo demo-spark test test-migration kafka generate check-generated bench fuzz fuzz-asan clean prereqs prereqs-demo
+.PHONY: demo demo-spark test test-migration kafka generate check-generated bench fuzz fuzz-asan fuzz-coordinator clean prereqs prereqs-demo
 
 FAMILY  ?= records
 SECONDS ?= 60
@@ -75,6 +75,11 @@ fuzz-asan: $(STAMP)
 		ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 LD_PRELOAD="$$(cc -print-file-name=libasan.so)" \
 		KPROTOCOL_FUZZ_ROOT=$(CURDIR) $(CURDIR)/$(BIN)/python -m kprotocol.fuzz $(FAMILY) --seconds $(SECONDS) \
 		--corpus $(CURDIR)/build/fuzz/corpus/$(FAMILY)
+
+# Differential fuzzing of the streams-group coordinator against a real Kafka broker, then the migration
+# coordinator with classic members (tests/coordinator_fuzz.py; failures kept in build/fuzz/coordinator).
+fuzz-coordinator: $(STAMP)
+	$(BIN)/python tests/coordinator_fuzz.py --seconds $(SECONDS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/codec.py

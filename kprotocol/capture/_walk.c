@@ -325,9 +325,9 @@ static PyObject *walk(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     Names names = {.used = 0};
     int status = DONE;
     if (PyErr_Occurred()) goto fail;
-    if (!PyTuple_Check(interfaces) || !PyType_Check(args[10]) || !PyType_IsSubtype(type, &PyTuple_Type) ||
+    if (!(PyTuple_Check(interfaces) || PyList_Check(interfaces)) || !PyType_Check(args[10]) || !PyType_IsSubtype(type, &PyTuple_Type) ||
         (sharing && !PyObject_TypeCheck(args[11], &SharingType))) {
-        PyErr_SetString(PyExc_TypeError, "walk: interfaces must be a tuple, segment_type a tuple type, "
+        PyErr_SetString(PyExc_TypeError, "walk: interfaces must be a tuple or a list, segment_type a tuple type, "
                                          "sharing None or a Sharing");
         goto fail;
     }
@@ -356,9 +356,9 @@ static PyObject *walk(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
             if (n - pos < (Py_ssize_t)length) { status = MORE; break; }
             uint32_t interface = u32(p + 8, big);
             captured = u32(p + 20, big);
-            if (u32(p + length - 4, big) != length || interface >= (uint32_t)PyTuple_GET_SIZE(interfaces) ||
+            if (u32(p + length - 4, big) != length || interface >= (uint32_t)PySequence_Fast_GET_SIZE(interfaces) ||
                 captured > (Py_ssize_t)length - 32) { status = IRREGULAR; break; }
-            PyObject *described = PyTuple_GET_ITEM(interfaces, interface);
+            PyObject *described = PySequence_Fast_GET_ITEM(interfaces, interface);  /* not copied: no Python runs here */
             link = PyLong_AsLong(PyTuple_GET_ITEM(described, 0));
             double scale = PyFloat_AsDouble(PyTuple_GET_ITEM(described, 1));
             if (PyErr_Occurred()) goto fail;

@@ -27,6 +27,8 @@ PRODUCE, JOIN_GROUP, SYNC_GROUP = 0, 11, 14
 REQUEST_HEAD = struct.Struct(">ihhi")    # size, api key, api version, correlation id
 RESPONSE_HEAD = struct.Struct(">ii")     # size, correlation id
 MAX_EARLY = 64  # responses kept waiting for a request captured after them (packets out of order)
+MAX_ORPHANS = 64  # orphan responses kept one by one per connection; later ones are counted
+ORPHAN_BYTES = 64  # bytes of an orphan response's frame kept (what its JSON shows)
 ACKS_0, REQUEST_INCOMPLETE, LOST_IN_GAP, NOT_CAPTURED = (
     "acks=0", "request incomplete", "lost: gap in the server stream", "not captured")
 
@@ -258,32 +260,51 @@ def _records(obj: Message, doc: dict[str, Any], path: str, out: list[dict[str, A
 
 @dataclass(frozen=True, slots=True)
 class Orphan:
-    """A response whose request was not captured."""
+    """A response whose request was not captured; past `MAX_ORPHANS` on one connection, the last one
+    kept stands for the rest too (`count` responses, the last at stream offset `last_offset`)."""
 
     conn: str
     correlation_id: int | None
     frame: Frame
+    count: int = 1
+    last_offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"conn": self.conn, "correlationId": self.correlation_id}
         _frame_keys(doc, "response", self.frame)
         doc["responseHex"] = self.frame.data[:64].hex()
+        if self.count > 1:
+            doc["count"] = self.count
+            doc["lastOffset"] = self.last_offset
         return doc
 
 
 @dataclass(frozen=True, slots=True)
 class StreamProblem:
-    """Bytes of one direction that were never captured or could not be framed."""
+    """Bytes of one direction that were never captured or could not be framed. Repeated problems of
+    one reason on one direction are one problem: the first at `offset`, `count` of them, the last
+    at `last_offset`, `length` bytes in all."""
 
     conn: str
     direction: str
     offset: int
     length: int
     reason: str
+    count: int = 1
+    last_offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"conn": self.conn, "direction": self.direction, "offset": self.offset, "length": self.length,
-                "reason": self.reason}
+        doc: dict[str, Any] = {"conn": self.conn, "direction": self.direction, "offset": self.offset,
+                               "length": self.length, "reason": self.reason}
+        if self.count > 1:
+            doc["count"] = self.count
+            doc["lastOffset"] = self.last_offset
+        return doc
+
+
+def _ended(buf: bytearray, pos: int) -> int:
+    """The validator of a connection that has ended: nothing more is framed."""
+    return INVALID
 
 
 class Connection:
@@ -302,8 +323,10 @@ class Connection:
         self.queue: deque[Exchange] = deque()   # requests in order, until complete
         self.groups: dict[str, Protocol] = {}
         self.early: dict[int, Frame] = {}       # responses captured before their request
-        self.orphans: list[Orphan] = []
-        self.problems: list[StreamProblem] = []
+        self._orphans: list[Orphan] = []
+        self._more_orphans = [0, 0]  # orphans past MAX_ORPHANS: how many, the last one's offset
+        self._problems: list[StreamProblem] = []
+        self._kinds: dict[tuple[str, str], list[int]] = {}  # (direction, reason) -> [index, count, length, last]
         self.fins = 0
         self.closed = False
 
@@ -349,12 +372,55 @@ class Connection:
             if not exchange.done:
                 exchange.no_response = self._why_no_response(exchange)
         self.inflight.clear()
-        self.orphans += (Orphan(self.name, correlation_id, frame) for correlation_id, frame in self.early.items())
+        for correlation_id, frame in self.early.items():
+            self._orphan(correlation_id, frame)
         self.early.clear()
+        self.requests.validate = self.responses.validate = _ended  # no cycle through the framers left to collect
         return self._ready()
 
+    @property
+    def problems(self) -> list[StreamProblem]:
+        """The stream problems so far, one per direction and reason (with how many and the last one)."""
+        out = self._problems[:]
+        for index, count, length, last in self._kinds.values():
+            if count > 1:
+                out[index] = replace(out[index], count=count, length=length, last_offset=last)
+        return out
+
+    @property
+    def orphans(self) -> list[Orphan]:
+        """The orphan responses so far: the first MAX_ORPHANS, the last of them counting the rest."""
+        count, last = self._more_orphans
+        if not count:
+            return self._orphans[:]
+        kept = self._orphans[-1]
+        return [*self._orphans[:-1], replace(kept, count=kept.count + count, last_offset=last)]
+
+    def _problem(self, direction: str, offset: int, length: int, reason: str, count: int = 1,
+                 last_offset: int | None = None) -> None:
+        """Record a problem, counted into the first one of its direction and reason."""
+        kind = self._kinds.get((direction, reason))
+        if kind is None:
+            self._kinds[(direction, reason)] = [len(self._problems), count, length,
+                                                offset if last_offset is None else last_offset]
+            self._problems.append(StreamProblem(self.name, direction, offset, length, reason))
+        else:
+            kind[1] += count
+            kind[2] += length
+            kind[3] = offset if last_offset is None else last_offset
+
+    def _orphan(self, correlation_id: int | None, frame: Frame) -> None:
+        """Keep an orphan response (its first bytes), counted into the last one kept past MAX_ORPHANS."""
+        if len(self._orphans) < MAX_ORPHANS:
+            if len(frame.data) > ORPHAN_BYTES:
+                frame = frame._replace(data=frame.data[:ORPHAN_BYTES])
+            self._orphans.append(Orphan(self.name, correlation_id, frame))
+        else:
+            self._more_orphans[0] += 1
+            self._more_orphans[1] = frame.offset
+
     def _gap(self, direction: str, framer: Framer, gap: Any) -> list[Frame | Lost]:
-        self.problems.append(StreamProblem(self.name, direction, gap.offset, gap.length, "not captured (a gap)"))
+        self._problem(direction, gap.offset, gap.length, "not captured (a gap)")
         if direction == "response":  # whatever was waiting may have had its response in the gap
             self._server_lost()
         return framer.gap(gap)
@@ -376,15 +442,14 @@ class Connection:
     def _request_events(self, events: list[Frame | Lost]) -> None:
         for event in events:
             if isinstance(event, Lost):
-                self.problems.append(StreamProblem(self.name, "request", event.offset, event.length, event.reason))
+                self._problem("request", event.offset, event.length, event.reason, event.count, event.last_offset)
             else:
                 self._request(event)
 
     def _request(self, frame: Frame) -> None:
         data = frame.data
         if len(data) < 12:
-            self.problems.append(StreamProblem(self.name, "request", frame.offset, len(data),
-                                               "request frame too short for its header"))
+            self._problem("request", frame.offset, len(data), "request frame too short for its header")
             return
         _, api_key, api_version, correlation_id = REQUEST_HEAD.unpack_from(data)
         exchange = Exchange(self.name, correlation_id, api_key, api_version,
@@ -428,7 +493,7 @@ class Connection:
     def _response_events(self, events: list[Frame | Lost]) -> None:
         for event in events:
             if isinstance(event, Lost):
-                self.problems.append(StreamProblem(self.name, "response", event.offset, event.length, event.reason))
+                self._problem("response", event.offset, event.length, event.reason, event.count, event.last_offset)
                 self._server_lost()
             else:
                 self._response(event)
@@ -439,6 +504,7 @@ class Connection:
 
     def _response(self, frame: Frame) -> None:
         if len(frame.data) < 8:
+            self._problem("response", frame.offset, len(frame.data), "response frame too short for its header")
             self._server_lost()
             return
         (_, correlation_id) = RESPONSE_HEAD.unpack_from(frame.data)
@@ -447,7 +513,7 @@ class Connection:
             if len(self.early) < MAX_EARLY and correlation_id not in self.early:
                 self.early[correlation_id] = frame  # its request may come in a later packet
             else:
-                self.orphans.append(Orphan(self.name, correlation_id, frame))
+                self._orphan(correlation_id, frame)
             return
         exchange.response_frame = frame
         if not (frame.gap or frame.truncated):

@@ -11,9 +11,11 @@ decodable frame starts there (see `exchanges` for the request and response valid
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from kprotocol.capture.reassembly import StreamChunk, StreamGap
 from kprotocol.runtime.primitives import I32
@@ -21,14 +23,16 @@ from kprotocol.runtime.primitives import I32
 MAX_FRAME = 100 * 1024 * 1024      # Kafka's default socket.request.max.bytes
 MAX_RESYNC_WAIT = 16 * 1024 * 1024  # a candidate frame larger than this is not waited for while resynchronising
 VALID, INVALID, MORE = 1, 0, -1     # validator answers: a frame starts here, none does, bytes are missing
+EMPTY = "frame of size 0 (no header)"
+ZEROS = re.compile(b"\\x00+")
 
 Validator = Callable[[bytearray, int], int]
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One size-prefixed frame at stream `offset`. `data` holds the prefix and the body; for a frame
-    cut by a gap or by the end of the capture, only the bytes captured before the cut."""
+    cut by a gap or by the end of the capture, only the bytes captured before the cut. (A tuple:
+    a stream of tiny frames makes millions.)"""
 
     offset: int
     size: int
@@ -43,11 +47,14 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class Lost:
-    """`length` bytes at `offset` that belong to no frame found (skipped to resynchronise)."""
+    """`length` bytes at `offset` that belong to no frame found (skipped to resynchronise), or
+    `count` frames of size 0 in a row (`EMPTY`), the last at `last_offset`."""
 
     offset: int
     length: int
     reason: str
+    count: int = 1
+    last_offset: int | None = None
 
 
 class Framer:
@@ -122,7 +129,7 @@ class Framer:
     def _carried(self, chunk: StreamChunk) -> None:
         """`chunk` carries bytes of the frame cut by a gap: its packet is that frame's last so far."""
         if self.gapped is not None:
-            self.gapped = replace(self.gapped, last=chunk.frame, time=chunk.time)
+            self.gapped = self.gapped._replace(last=chunk.frame, time=chunk.time)
 
     def _release(self) -> list[Frame | Lost]:
         frame, self.gapped = self.gapped, None
@@ -140,14 +147,29 @@ class Framer:
                 if len(buf) < 4:
                     return out
                 (size,) = I32.unpack_from(buf, 0)
-                if size < 0 or size > self.max_frame:
-                    self._unsync()
+                if size <= 0 or size > self.max_frame:
+                    if size:
+                        self._unsync()
+                    else:
+                        out.append(self._empty())
                     continue
                 if len(buf) < 4 + size:
                     return out
                 out.append(self._cut(4 + size))
             elif not self._resync(out):
                 return out
+
+    def _empty(self) -> Lost:
+        """The frames of size 0 the buffer starts with, at once (a stream of zeros is millions)."""
+        count = (ZEROS.match(self.buf).end()) // 4  # type: ignore[union-attr]
+        start, length = self.start, 4 * count
+        del self.buf[:length]
+        self.start += length
+        marks = self.marks
+        while marks and marks[0][0] <= self.start:
+            marks.popleft()
+        self.resynced = False
+        return Lost(start, length, EMPTY, count, self.start - 4)
 
     def _resync(self, out: list[Frame | Lost]) -> bool:
         """Scan for the next valid frame start; True when found (the buffer then starts with it)."""
@@ -185,7 +207,10 @@ class Framer:
     def _packets(self, end: int) -> tuple[int, int, float]:
         """First and last packet numbers of the bytes before stream offset `end`, and the last one's time."""
         marks = self.marks
-        first = marks[0][1]
+        mark = marks[0]
+        if mark[0] > end:  # within the first packet
+            return mark[1], mark[1], mark[2]
+        first = mark[1]
         while marks[0][0] < end:
             marks.popleft()
         _, last, time = marks[0]

@@ -117,7 +117,7 @@ class Walk:
                     stop = min(stop, end - base)
                 segments, position, at.number, last, status = _walk.walk(
                     buffer, at.offset - base, stop, kind.pcap, big, kind.link_type, kind.unit, kind.limit,
-                    tuple(at.interfaces), at.number, TcpSegment, self.sharing)
+                    at.interfaces, at.number, TcpSegment, self.sharing)
                 at.offset = base + position
                 if last is not None:
                     at.last_time = last

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from kprotocol.capture.exchanges import Connection, Exchange
+from kprotocol.capture.exchanges import Connection, Exchange, Orphan, StreamProblem
 from kprotocol.tools.jsontext import dumps
 
 CHUNK = 1 << 20
@@ -46,10 +46,15 @@ def decode_streams(client: Iterable[bytes], server: Iterable[bytes]) -> Iterator
     yield from map(_document, connection.finish())
     for orphan in connection.orphans:
         yield {"error": f"response with correlation id {orphan.correlation_id} has no request",
-               "responseOffset": orphan.frame.offset, "responseSize": orphan.frame.size}
+               "responseOffset": orphan.frame.offset, "responseSize": orphan.frame.size, **_repeats(orphan)}
     for problem in connection.problems:
         yield {"error": f"{problem.direction} stream: {problem.length} bytes {problem.reason}",
-               f"{problem.direction}Offset": problem.offset}
+               f"{problem.direction}Offset": problem.offset, **_repeats(problem)}
+
+
+def _repeats(item: Orphan | StreamProblem) -> dict[str, int]:
+    """How many problems of this kind one line stands for, and where the last one was (when more than one)."""
+    return {"count": item.count, "lastOffset": item.last_offset} if item.count > 1 else {}
 
 
 def run(client: Path, server: Path, out: IO[str], pretty: bool = False) -> int:
