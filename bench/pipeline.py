@@ -122,8 +122,8 @@ def main() -> None:
 
 def compiled_tasks(runs: dict[int, dict]) -> str:
     """What the tasks ran on: a rate measured in pure Python is not kprotocol's rate."""
-    parts = [f"local[{cores}] {run['tasks_accel']}/{run['tasks']} accel, {run['tasks_walk']}/{run['tasks']} walk"
-             for cores, run in runs.items()]
+    parts = [f"local[{cores}] " + ", ".join(f"{run[f'tasks_{path}']}/{run['tasks']} {path}"
+                                           for path in ("accel", "walk", "offsets")) for cores, run in runs.items()]
     pure = sum(run["pure_python_tasks"] for run in runs.values())
     return ("tasks on kprotocol's compiled paths: " + "; ".join(parts)
             + (f"\nWARNING: {pure} task(s) ran pure Python: these rates are not the compiled ones" if pure else ""))

@@ -101,7 +101,8 @@ def test_both_jobs_on_a_standalone_cluster_equal_the_local_run(tmp_path) -> None
         [(True, False, False), (False, True, False), (False, False, True)]
     workers = [f"{tmp_path / 'cluster'}/worker-{n}/" for n in range(2)]
     for summary in summaries[1:3]:
-        assert summary["tasks"] > 0 and summary["tasks_accel"] == summary["tasks_walk"] == summary["tasks"]
+        assert summary["tasks"] > 0
+        assert summary["tasks_accel"] == summary["tasks_walk"] == summary["tasks_offsets"] == summary["tasks"]
         assert summary["pure_python_tasks"] == 0
         # Every task ran the packed environment's Python, as a worker unpacked it for its executor.
         pythons = summary["executor_pythons"]
