@@ -147,3 +147,34 @@ def test_made_segments_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyP
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)
     _same([path], monkeypatch)
+
+
+def _split_rows(path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict]]:
+    from kprotocol.pipeline.offsets_rows import split_rows
+    from kprotocol.pipeline.splits import SegmentSplit
+
+    monkeypatch.setattr(lines, "ENABLED", compiled)
+    return split_rows(SegmentSplit(str(path), CONSUMER_OFFSETS, 0, 0, path.stat().st_size))
+
+
+def _same_rows(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict]]:
+    compiled, reference = _split_rows(path, True, monkeypatch), _split_rows(path, False, monkeypatch)
+    assert compiled == reference
+    return compiled
+
+
+def test_pipeline_rows_of_kept_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    for path in KEPT:
+        for segment in [path] if path.is_file() else sorted(path.glob("*.log")):
+            tables = _same_rows(segment, monkeypatch)
+            assert tables["records"]
+    assert _same_rows(KEPT[0], monkeypatch)["group_members"]
+
+
+@given(segment())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_pipeline_rows_of_made_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    _same_rows(path, monkeypatch)

@@ -672,7 +672,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *key_plans[MAX_TYPES];
     PyObject *value_plans[MAX_TYPES][MAX_VERSIONS];
-    PyObject *names[MAX_TYPES];   /* bytes: `"recordType":"Name","key":{"type":N,"data":` */
+    PyObject *heads[MAX_TYPES];   /* bytes: `"recordType":"Name","key":` */
+    PyObject *names[MAX_TYPES];   /* str: the type's name */
+    uint64_t member_types;        /* types whose records `derive` gets in rows() */
     PyObject *hook, *decompress, *fallback, *nested_refs;
     PlanObject *nested[2][NESTED_VERSIONS];
     int latest[2];
@@ -786,33 +788,52 @@ static int put_batch_fields(Out *o, const Batch *bt, Py_ssize_t position) {
     return 0;
 }
 
-/* `"recordType":...,"key":{...},"value":...` of one record, and its type; FB for the Python decoder. */
-static int emit_record(DecoderObject *self, const Rec *rec, Out *o, Ctx *ctx, int *type_out) {
+/* The record's type and its value's plan (NULL for a tombstone); FB when the plans do not take it. */
+static int plans_of(DecoderObject *self, const Rec *rec, Ctx *ctx, int *type, int *version, PlanObject **vplan) {
     memset(ctx->cap, 0, sizeof(ctx->cap));
+    *vplan = NULL;
     if (rec->key_len < 2) return FB;
-    int type = (int16_t)be(rec->key, 2);
-    if (type < 0 || type >= MAX_TYPES || !self->key_plans[type]) return FB;
-    int version = -1;
-    PyObject *vplan = NULL;
+    *type = (int16_t)be(rec->key, 2);
+    if (*type < 0 || *type >= MAX_TYPES || !self->key_plans[*type]) return FB;
     if (rec->value_len >= 0) {
         if (rec->value_len < 2) return FB;
-        version = (int16_t)be(rec->value, 2);
-        if (version < 0 || version >= MAX_VERSIONS || !(vplan = self->value_plans[type][version])) return FB;
+        *version = (int16_t)be(rec->value, 2);
+        if (*version < 0 || *version >= MAX_VERSIONS || !self->value_plans[*type][*version]) return FB;
+        *vplan = (PlanObject *)self->value_plans[*type][*version];
     }
-    *type_out = type;
-    PyObject *name = self->names[type];
-    if (put(o, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0) return ERR;
+    return 0;
+}
+
+/* `{"type":N,"data":{...}}` of a record's key (decode_record's "key"). */
+static int emit_key_doc(DecoderObject *self, const Rec *rec, int type, Out *o, Ctx *ctx) {
     Py_ssize_t p = 2;
-    int r = emit_struct((PlanObject *)self->key_plans[type], rec->key, rec->key_len, &p, o, ctx, 1);
-    if (r < 0) return r;
+    int r;
+    if (PUTS(o, "{\"type\":") < 0 || put_int(o, type) < 0 || PUTS(o, ",\"data\":") < 0) return ERR;
+    if ((r = emit_struct((PlanObject *)self->key_plans[type], rec->key, rec->key_len, &p, o, ctx, 1)) < 0) return r;
     if (p != rec->key_len) return FB;
-    if (!vplan) return PUTS(o, "},\"value\":null");
-    if (PUTS(o, "},\"value\":{\"version\":") < 0 || put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0) return ERR;
-    p = 2;
-    r = emit_struct((PlanObject *)vplan, rec->value, rec->value_len, &p, o, ctx, 1);
-    if (r < 0) return r;
+    return PUTS(o, "}");
+}
+
+/* `{"version":V,"data":{...}}` of a record's value (decode_record's "value"). */
+static int emit_value_doc(const Rec *rec, int version, PlanObject *vplan, Out *o, Ctx *ctx) {
+    Py_ssize_t p = 2;
+    int r;
+    if (PUTS(o, "{\"version\":") < 0 || put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0) return ERR;
+    if ((r = emit_struct(vplan, rec->value, rec->value_len, &p, o, ctx, 1)) < 0) return r;
     if (p != rec->value_len) return FB;
     return PUTS(o, "}");
+}
+
+/* `"recordType":...,"key":{...},"value":...` of one record; FB for the Python decoder. */
+static int emit_record(DecoderObject *self, const Rec *rec, Out *o, Ctx *ctx) {
+    int type, version, r;
+    PlanObject *vplan;
+    if ((r = plans_of(self, rec, ctx, &type, &version, &vplan)) < 0) return r;
+    PyObject *head = self->heads[type];
+    if (put(o, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head)) < 0) return ERR;
+    if ((r = emit_key_doc(self, rec, type, o, ctx)) < 0) return r;
+    if (PUTS(o, ",\"value\":") < 0) return ERR;
+    return vplan ? emit_value_doc(rec, version, vplan, o, ctx) : PUTS(o, "null");
 }
 
 /* Whether every record of a control batch is a transaction marker (COMMIT or ABORT). */
@@ -854,6 +875,7 @@ static void Decoder_dealloc(DecoderObject *self) {
     for (int t = 0; t < MAX_TYPES; t++) {
         Py_CLEAR(self->key_plans[t]);
         Py_CLEAR(self->names[t]);
+        Py_CLEAR(self->heads[t]);
         for (int v = 0; v < MAX_VERSIONS; v++) Py_CLEAR(self->value_plans[t][v]);
     }
     Py_CLEAR(self->hook);
@@ -879,7 +901,7 @@ static int Decoder_traverse(DecoderObject *self, visitproc visit, void *arg) {
 }
 
 /* Decoder(types, nested, hook, decompress, fallback, max_records): `types` maps a record type to
- * (key plan, {value version: plan}, JSON head bytes); `nested` holds the plans of the consumer-protocol
+ * (key plan, {value version: plan}, JSON head bytes, name, whether rows() derives member rows); `nested` holds the plans of the consumer-protocol
  * subscription and assignment, one per version from 0. */
 static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *types, *nested, *hook, *decompress, *fallback;
@@ -920,15 +942,18 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_ssize_t i = 0;
     while (PyDict_Next(types, &i, &k, &v)) {
         long t = PyLong_AsLong(k);
-        PyObject *kp, *values, *name;
+        PyObject *kp, *values, *head, *name;
+        int member;
         if ((t == -1 && PyErr_Occurred()) || t < 0 || t >= MAX_TYPES ||
-            !PyArg_ParseTuple(v, "O!O!S", &PlanType, &kp, &PyDict_Type, &values, &name)) {
+            !PyArg_ParseTuple(v, "O!O!SUp", &PlanType, &kp, &PyDict_Type, &values, &head, &name, &member)) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "record type out of range");
             Py_DECREF(self);
             return NULL;
         }
         Py_XSETREF(self->key_plans[t], Py_NewRef(kp));
         Py_XSETREF(self->names[t], Py_NewRef(name));
+        Py_XSETREF(self->heads[t], Py_NewRef(head));
+        if (member) self->member_types |= (uint64_t)1 << t;
         PyObject *vk, *vv;
         Py_ssize_t j = 0;
         while (PyDict_Next(values, &j, &vk, &vv)) {
@@ -993,8 +1018,7 @@ static PyObject *Decoder_lines(DecoderObject *self, PyObject *const *args, Py_ss
             if (put(o, head, head_len) < 0 || put_int(o, rec->offset) < 0 || PUTS(o, ",\"timestamp\":") < 0 ||
                 put_int(o, rec->timestamp) < 0 || PUTS(o, ",") < 0 || put(o, bf->buf, bf->len) < 0 ||
                 PUTS(o, ",") < 0) { status = ERR; break; }
-            int type;
-            r = control ? put_marker(o, rec) : emit_record(self, rec, o, &ctx, &type);
+            r = control ? put_marker(o, rec) : emit_record(self, rec, o, &ctx);
             if (r == ERR) { status = ERR; break; }
             if (r == FB) {
                 o->len = line;
@@ -1027,9 +1051,189 @@ static PyObject *Decoder_lines(DecoderObject *self, PyObject *const *args, Py_ss
     return Py_BuildValue("(NnnO)", chunk, pos, written, stopped ? Py_True : Py_False);
 }
 
+/* ------------------------------------------------------------------ pipeline rows */
+
+enum { C_BATCH_POSITION, C_PRODUCER_ID, C_OFFSET, C_TIMESTAMP, C_RECORD_TYPE, C_RECORD_TYPE_NAME, C_GROUP, C_KEY_JSON,
+       C_VALUE_JSON, C_TOMBSTONE, C_CONTROL, C_PROBLEM, C_TOPIC, C_PARTITION, C_LEADER_EPOCH, C_METADATA,
+       C_COMMIT_TIMESTAMP, C_EXPIRE_TIMESTAMP, C_DELETED, C_TRANSACTIONAL, C_RECORD_OFFSET, C_RECORD_TIMESTAMP,
+       C_SOURCE_PARTITION, NCOLUMNS };
+static const char *COLUMNS[NCOLUMNS] = {
+    "batch_position", "producer_id", "offset", "timestamp", "record_type", "record_type_name", "group", "key_json",
+    "value_json", "tombstone", "control", "problem", "topic", "partition", "leader_epoch", "metadata",
+    "commit_timestamp", "expire_timestamp", "deleted", "transactional", "record_offset", "record_timestamp",
+    "source_partition"};
+static PyObject *column[NCOLUMNS];
+static PyObject *s_commit, *s_abort;
+
+/* d[column[c]] = v, stealing v (NULL: an exception is set). */
+static int set(PyObject *d, int c, PyObject *v) {
+    if (!v) return -1;
+    int r = PyDict_SetItem(d, column[c], v);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *captured(const Capture *c) {
+    if (!c->set || c->isnull) Py_RETURN_NONE;
+    if (c->kind == K_STRING) return PyUnicode_DecodeUTF8((const char *)c->p, c->n, NULL);
+    return PyLong_FromLongLong(c->i);
+}
+
+/* The offsets_committed row of an offset commit record (key and value captured), as offsets_rows builds it. */
+static PyObject *commit_row(const Ctx *ctx, PyObject *row, int tombstone, int txn) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    const Capture *cap = ctx->cap;
+    PyObject *producer = PyDict_GetItemWithError(row, column[C_PRODUCER_ID]);
+    PyObject *offset = PyDict_GetItemWithError(row, column[C_OFFSET]);
+    PyObject *timestamp = PyDict_GetItemWithError(row, column[C_TIMESTAMP]);
+    PyObject *partition = PyDict_GetItemWithError(row, column[C_PARTITION]);
+    if (!producer || !offset || !timestamp || !partition) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "a records row lacks a column");
+        Py_DECREF(d);
+        return NULL;
+    }
+    Capture none = {0};
+    if (set(d, C_GROUP, captured(&cap[0])) < 0 || set(d, C_TOPIC, captured(&cap[1])) < 0 ||
+        set(d, C_PARTITION, captured(&cap[2])) < 0 ||
+        set(d, C_OFFSET, captured(tombstone ? &none : &cap[3])) < 0 ||
+        set(d, C_LEADER_EPOCH, captured(tombstone ? &none : &cap[4])) < 0 ||
+        set(d, C_METADATA, captured(tombstone ? &none : &cap[5])) < 0 ||
+        set(d, C_COMMIT_TIMESTAMP, captured(tombstone ? &none : &cap[6])) < 0 ||
+        set(d, C_EXPIRE_TIMESTAMP, captured(tombstone ? &none : &cap[7])) < 0 ||
+        set(d, C_DELETED, PyBool_FromLong(tombstone)) < 0 || set(d, C_TRANSACTIONAL, PyBool_FromLong(txn)) < 0 ||
+        set(d, C_PRODUCER_ID, Py_NewRef(producer)) < 0 || set(d, C_RECORD_OFFSET, Py_NewRef(offset)) < 0 ||
+        set(d, C_RECORD_TIMESTAMP, Py_NewRef(timestamp)) < 0 || set(d, C_SOURCE_PARTITION, Py_NewRef(partition)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* One record's rows: 0, FB (for the fallback) or ERR. */
+static int record_rows(DecoderObject *self, const Rec *rec, const Batch *bt, PyObject *row, Ctx *ctx,
+                       PyObject *records, PyObject *commits, PyObject *derive) {
+    int txn = (bt->attributes & 0x10) != 0;
+    if (bt->attributes & 0x20) {
+        PyObject *none = Py_None;
+        if (set(row, C_RECORD_TYPE, Py_NewRef(none)) < 0 || set(row, C_RECORD_TYPE_NAME, Py_NewRef(none)) < 0 ||
+            set(row, C_GROUP, Py_NewRef(none)) < 0 || set(row, C_KEY_JSON, Py_NewRef(none)) < 0 ||
+            set(row, C_VALUE_JSON, Py_NewRef(none)) < 0 || set(row, C_TOMBSTONE, Py_NewRef(Py_False)) < 0 ||
+            set(row, C_CONTROL, Py_NewRef((int16_t)be(rec->key + 2, 2) == 1 ? s_commit : s_abort)) < 0 ||
+            set(row, C_PROBLEM, Py_NewRef(none)) < 0)
+            return ERR;
+        return PyList_Append(records, row) < 0 ? ERR : 0;
+    }
+    int type, version, r;
+    PlanObject *vplan;
+    Out *k = &self->out, *v = &self->scratch;
+    k->len = v->len = 0;
+    if ((r = plans_of(self, rec, ctx, &type, &version, &vplan)) < 0 || (r = emit_key_doc(self, rec, type, k, ctx)) < 0 ||
+        (vplan && (r = emit_value_doc(rec, version, vplan, v, ctx)) < 0))
+        return r;
+    if (set(row, C_RECORD_TYPE, PyLong_FromLong(type)) < 0 ||
+        set(row, C_RECORD_TYPE_NAME, Py_NewRef(self->names[type])) < 0 ||
+        set(row, C_GROUP, captured(&ctx->cap[0])) < 0 ||
+        set(row, C_KEY_JSON, PyUnicode_DecodeUTF8(k->buf, k->len, NULL)) < 0 ||
+        set(row, C_VALUE_JSON, vplan ? PyUnicode_DecodeUTF8(v->buf, v->len, NULL) : Py_NewRef(Py_None)) < 0 ||
+        set(row, C_TOMBSTONE, PyBool_FromLong(!vplan)) < 0 || set(row, C_CONTROL, Py_NewRef(Py_None)) < 0 ||
+        set(row, C_PROBLEM, Py_NewRef(Py_None)) < 0)
+        return ERR;
+    if (type == 0 || type == 1) {
+        PyObject *commit = commit_row(ctx, row, !vplan, txn);
+        if (!commit) return ERR;
+        r = PyList_Append(commits, commit);
+        Py_DECREF(commit);
+        if (r < 0) return ERR;
+    } else if (self->member_types >> type & 1) {
+        PyObject *done = PyObject_CallFunctionObjArgs(derive, row, txn ? Py_True : Py_False, NULL);
+        if (!done) return ERR;
+        Py_DECREF(done);
+    }
+    return PyList_Append(records, row) < 0 ? ERR : 0;
+}
+
+/* rows(buffer, pos, end, origin, base, records, commits, derive) -> (pos, stopped): the pipeline's rows
+ * of the batches from `pos` (at `origin + pos` in the file) until `end` or a batch for the Python reader.
+ * Each `records` row is a copy of `base` (topic, partition, segment) with the record's columns; offset
+ * commits add an `offsets_committed` row to `commits`; records of a member type go to
+ * derive(row, transactional); a record the plans do not take to fallback(offset, timestamp, key,
+ * value, batch_position, producer_id), which adds its own rows. */
+static PyObject *Decoder_rows(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t pos, end, origin;
+    if (nargs != 8 || !PyDict_Check(args[4]) || !PyList_Check(args[5]) || !PyList_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "rows(buffer, pos, end, origin, base: dict, records: list, commits: list, derive)");
+        return NULL;
+    }
+    if ((pos = PyLong_AsSsize_t(args[1])) == -1 && PyErr_Occurred()) return NULL;
+    if ((end = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    if ((origin = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred()) return NULL;
+    PyObject *base = args[4], *records = args[5], *commits = args[6], *derive = args[7];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos/end outside the buffer");
+        return NULL;
+    }
+    const unsigned char *d = view.buf;
+    Ctx ctx;
+    ctx.hook = self->hook;
+    memcpy(ctx.nested, self->nested, sizeof(ctx.nested));
+    memcpy(ctx.latest, self->latest, sizeof(ctx.latest));
+    int stopped = 0, status = 0;
+    while (pos < end) {
+        Batch bt;
+        int r = read_batch(self, d, pos, end, &bt);
+        if (r == ERR) { status = ERR; break; }
+        if (r == FB) { stopped = 1; break; }
+        if ((bt.attributes & 0x20) && !plain_markers(self->recs, bt.count)) {
+            Py_XDECREF(bt.inflated);
+            stopped = 1;
+            break;
+        }
+        PyObject *position = PyLong_FromSsize_t(origin + pos);
+        PyObject *producer = (bt.attributes & 0x10) ? PyLong_FromLongLong(bt.producer_id) : Py_NewRef(Py_None);
+        for (int32_t i = 0; i < bt.count && position && producer; i++) {
+            const Rec *rec = &self->recs[i];
+            PyObject *row = PyDict_Copy(base);
+            if (!row || set(row, C_BATCH_POSITION, Py_NewRef(position)) < 0 ||
+                set(row, C_PRODUCER_ID, Py_NewRef(producer)) < 0 || set(row, C_OFFSET, PyLong_FromLongLong(rec->offset)) < 0 ||
+                set(row, C_TIMESTAMP, PyLong_FromLongLong(rec->timestamp)) < 0) {
+                Py_XDECREF(row);
+                status = ERR;
+                break;
+            }
+            r = record_rows(self, rec, &bt, row, &ctx, records, commits, derive);
+            Py_DECREF(row);
+            if (r == ERR) { status = ERR; break; }
+            if (r == FB) {
+                PyObject *off = PyLong_FromLongLong(rec->offset), *ts = PyLong_FromLongLong(rec->timestamp);
+                PyObject *key = rec_bytes(rec->key, rec->key_len), *value = rec_bytes(rec->value, rec->value_len);
+                PyObject *done = off && ts && key && value ?
+                    PyObject_CallFunctionObjArgs(self->fallback, off, ts, key, value, position, producer, NULL) : NULL;
+                Py_XDECREF(off); Py_XDECREF(ts); Py_XDECREF(key); Py_XDECREF(value);
+                if (!done) { status = ERR; break; }
+                Py_DECREF(done);
+            }
+        }
+        if (!position || !producer) status = ERR;
+        Py_XDECREF(position);
+        Py_XDECREF(producer);
+        Py_XDECREF(bt.inflated);
+        if (status) break;
+        pos += bt.size;
+    }
+    PyBuffer_Release(&view);
+    if (status) return NULL;
+    return Py_BuildValue("(nO)", pos, stopped ? Py_True : Py_False);
+}
+
 static PyMethodDef Decoder_methods[] = {
     {"lines", (PyCFunction)(void (*)(void))Decoder_lines, METH_FASTCALL,
      "lines(buffer, pos, end, head, limit) -> (bytes, pos, written, stopped)"},
+    {"rows", (PyCFunction)(void (*)(void))Decoder_rows, METH_FASTCALL,
+     "rows(buffer, pos, end, origin, base, records, commits, derive) -> (pos, stopped)"},
     {NULL},
 };
 
@@ -1051,6 +1255,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__offsets(void) {
     crc_init();
+    for (int c = 0; c < NCOLUMNS; c++) {
+        if (!(column[c] = PyUnicode_InternFromString(COLUMNS[c]))) return NULL;
+    }
+    if (!(s_commit = PyUnicode_InternFromString("COMMIT")) || !(s_abort = PyUnicode_InternFromString("ABORT"))) return NULL;
     if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DecoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

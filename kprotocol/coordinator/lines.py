@@ -112,9 +112,9 @@ def _flexible(cls: Any, version: int) -> bool:
 
 
 @cache
-def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes]]:
-    """Record type -> (key plan, {value version: plan}, the JSON up to the key's data) for every type of
-    `__consumer_offsets` the compiled path takes."""
+def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes, str]]:
+    """Record type -> (key plan, {value version: plan}, the line's JSON up to the key, the type's name)
+    for every type of `__consumer_offsets` the compiled path takes."""
     types = record_types(CONSUMER_OFFSETS)
     names = type_names(CONSUMER_OFFSETS)
     out = {}
@@ -136,9 +136,7 @@ def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes]]:
                         values[version] = plan(cls, version, _flexible(cls, version), captures, hooks)
         except Unsupported:
             continue
-        head = b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":{"type":' + str(type_id).encode() + \
-            b',"data":'
-        out[type_id] = (key, values, head)
+        out[type_id] = (key, values, b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":', names[type_id])
     return out
 
 
@@ -176,6 +174,13 @@ def record_problem(decoded: dict[str, Any]) -> str | None:
     return None
 
 
+def decoder(fallback: Any, member_types: frozenset[int] = frozenset(), max_records: int = DEFAULT_MAX_RECORDS) -> Any:
+    """A compiled Decoder whose records the plans do not take go to `fallback` (see _offsets.c), and
+    whose `rows` hand records of `member_types` to their `derive`."""
+    types = {t: (*plans, t in member_types) for t, plans in record_plans().items()}
+    return _offsets.Decoder(types, nested_plans(), _nested, _decompress, fallback, max_records)
+
+
 class Lines:
     """JSON lines of `__consumer_offsets` segments; problems of the records the Python path decodes are
     added to `record_problems` as `kprotocol offsets decode` reports them."""
@@ -184,7 +189,7 @@ class Lines:
         self.record_problems = record_problems
         self.names = type_names(CONSUMER_OFFSETS)
         self.source = ""
-        self.decoder = _offsets.Decoder(record_plans(), nested_plans(), _nested, _decompress, self.tail, max_records)
+        self.decoder = decoder(self.tail, max_records=max_records)
 
     def head(self, source: str) -> bytes:
         """Start of every line of segment `source` (problems name it from now on)."""

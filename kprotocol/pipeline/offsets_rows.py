@@ -1,5 +1,7 @@
 """Rows of the `records`, `offsets_committed`, `group_members` and `problems` tables for one split of
-a coordinator-topic segment. Pure Python: Spark tasks and the single-process path run the same code.
+a coordinator-topic segment. Spark tasks and the single-process path run the same code: for
+`__consumer_offsets`, the compiled path of `kprotocol offsets decode` (kprotocol.coordinator.lines)
+builds the records and offsets_committed rows, this module the rest and whatever it does not take.
 """
 
 from __future__ import annotations
@@ -7,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, type_names
+import orjson
+
+from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit
 from kprotocol.pipeline.tables import json_text
-from kprotocol.records import RecordBatch, decode_control
+from kprotocol.records import Record, RecordBatch, decode_control
 from kprotocol.records.segment import SegmentProblem, read_segment_bytes
 
 Row = dict[str, Any]
@@ -28,31 +32,60 @@ def coordinator_topic(topic: str | None) -> str:
     return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
 
 
-def _problem(decoded: Row) -> str | None:
-    for part in (decoded["key"], decoded["value"]):
-        if part and ("error" in part or part.get("unknown")):
-            return part.get("error") or "unknown record type or version"
-    return None
-
-
 def split_rows(split: SegmentSplit) -> dict[str, list[Row]]:
     """Every table's rows for one split."""
     tables: dict[str, list[Row]] = {name: [] for name in TABLES}
     topic = coordinator_topic(split.topic)
     names = type_names(topic)
     data = read_range(split.uri, split.start, split.end)
-    pos = split.start
-    for entry in read_segment_bytes(data, split.uri):
-        if isinstance(entry, SegmentProblem):
-            tables["problems"].append({
-                "source": split.uri, "partition": split.partition, "position": split.start + entry.position,
-                "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
-            pos = split.start + entry.position + entry.length
-            continue
-        for table, row in batch_rows(entry, pos, split, topic, names):
-            tables[table].append(row)
-        pos += entry.size
+    if lines.ENABLED and topic == CONSUMER_OFFSETS:
+        _compiled_rows(data, split, names, tables)
+    else:
+        for entry in read_segment_bytes(data, split.uri):
+            _entry_rows(entry, split, topic, names, tables)
     return tables
+
+
+def _entry_rows(entry: RecordBatch | SegmentProblem, split: SegmentSplit, topic: str, names: dict[int, str],
+                tables: dict[str, list[Row]]) -> None:
+    if isinstance(entry, SegmentProblem):
+        tables["problems"].append({
+            "source": split.uri, "partition": split.partition, "position": split.start + entry.position,
+            "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
+    else:
+        for table, row in batch_rows(entry, split.start + entry.byte_offset, split, topic, names):
+            tables[table].append(row)
+
+
+def _compiled_rows(data: bytes, split: SegmentSplit, names: dict[int, str], tables: dict[str, list[Row]]) -> None:
+    """The rows of a `__consumer_offsets` split through the compiled path; what it stops at (or a record
+    it does not take) goes through `batch_rows` (`record_rows`)."""
+    base = {"topic": split.topic or CONSUMER_OFFSETS, "partition": split.partition, "segment": split.uri}
+
+    def fallback(offset: int, timestamp: int, key: bytes | None, value: bytes | None, position: int,
+                 producer_id: int | None) -> None:
+        record_base = {**base, "batch_position": position, "producer_id": producer_id}
+        for table, row in record_rows(Record(offset, timestamp, key, value), record_base, False,
+                                      producer_id is not None, split, CONSUMER_OFFSETS, names, position):
+            tables[table].append(row)
+
+    def derive(row: Row, transactional: bool) -> None:
+        value = row["value_json"]
+        for table, member in _derived(row, orjson.loads(row["key_json"]),
+                                      None if value is None else orjson.loads(value), transactional):
+            tables[table].append(member)
+
+    compiled = lines.decoder(fallback, frozenset(MEMBER_TYPES))
+    pos = 0
+    while pos < len(data):
+        pos, stopped = compiled.rows(data, pos, len(data), split.start, base, tables["records"],
+                                     tables["offsets_committed"], derive)
+        if stopped:
+            entry = next(read_segment_bytes(data, split.uri, start=pos), None)
+            if entry is None:  # an all-zero tail
+                break
+            _entry_rows(entry, split, CONSUMER_OFFSETS, names, tables)
+            pos = entry.position + entry.length if isinstance(entry, SegmentProblem) else entry.byte_offset + entry.size
 
 
 def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: str,
@@ -61,30 +94,36 @@ def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: st
     base = {"topic": split.topic or topic, "partition": split.partition, "segment": split.uri,
             "batch_position": position, "producer_id": batch.producer_id if batch.is_transactional else None}
     for record in batch.records:
-        row: Row = {**base, "offset": record.offset, "timestamp": record.timestamp, "record_type": None,
-                    "record_type_name": None, "group": None, "key_json": None, "value_json": None,
-                    "tombstone": record.value is None, "control": None, "problem": None}
-        if batch.is_control:
-            try:
-                row["control"] = decode_control(record)["type"]
-            except DecodeError as exc:
-                row["problem"] = str(exc)
-            row["tombstone"] = False
-        elif record.key is None:
-            row["problem"] = "record has no key"
-        else:
-            decoded = decode_record(record.key, record.value, topic=topic)
-            key, value = decoded["key"], decoded["value"]
-            data = key.get("data") or {}
-            row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
-                       group=data.get("group", data.get("groupId")), key_json=json_text(key),
-                       value_json=json_text(value), problem=_problem(decoded))
-            if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
-                yield from _derived(row, key, value, batch.is_transactional)
-        if row["problem"]:
-            yield "problems", {"source": split.uri, "partition": split.partition, "position": position,
-                               "length": None, "kind": "record", "offset": record.offset, "message": row["problem"]}
-        yield "records", row
+        yield from record_rows(record, base, batch.is_control, batch.is_transactional, split, topic, names, position)
+
+
+def record_rows(record: Record, base: Row, control: bool, transactional: bool, split: SegmentSplit, topic: str,
+                names: dict[int, str], position: int) -> Iterator[tuple[str, Row]]:
+    """(table, row) pairs of one record of a batch whose columns are `base`."""
+    row: Row = {**base, "offset": record.offset, "timestamp": record.timestamp, "record_type": None,
+                "record_type_name": None, "group": None, "key_json": None, "value_json": None,
+                "tombstone": record.value is None, "control": None, "problem": None}
+    if control:
+        try:
+            row["control"] = decode_control(record)["type"]
+        except DecodeError as exc:
+            row["problem"] = str(exc)
+        row["tombstone"] = False
+    elif record.key is None:
+        row["problem"] = "record has no key"
+    else:
+        decoded = decode_record(record.key, record.value, topic=topic)
+        key, value = decoded["key"], decoded["value"]
+        data = key.get("data") or {}
+        row.update(record_type=key.get("type"), record_type_name=names.get(key.get("type")),
+                   group=data.get("group", data.get("groupId")), key_json=json_text(key),
+                   value_json=json_text(value), problem=lines.record_problem(decoded))
+        if topic == CONSUMER_OFFSETS and "data" in key and (value is None or "data" in value):
+            yield from _derived(row, key, value, transactional)
+    if row["problem"]:
+        yield "problems", {"source": split.uri, "partition": split.partition, "position": position,
+                           "length": None, "kind": "record", "offset": record.offset, "message": row["problem"]}
+    yield "records", row
 
 
 def _derived(row: Row, key: Row, value: Row | None, transactional: bool) -> Iterator[tuple[str, Row]]:
