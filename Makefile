@@ -37,7 +37,9 @@ demo: prereqs-demo
 	$(DEMO_VENV)/bin/python -m kprotocol demo
 
 demo-spark: $(STAMP)
-	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets fixtures/kafka/data --out build/demo-tables --split-mb 0.002
+	@# fixtures/offsets holds damaged segments on purpose: exit 1 says they were found (and tabled)
+	$(BIN)/python -m kprotocol pipeline offsets fixtures/offsets fixtures/kafka/data --out build/demo-tables --split-mb 0.002 \
+		|| test $$? = 1
 	$(BIN)/python -m kprotocol pipeline captures fixtures/captures --out build/demo-tables --ports 60127,36897 --split-mb 0.05
 	$(BIN)/python -m kprotocol report build/demo-tables --out build/report.html
 	@echo "report: build/report.html"

@@ -14,6 +14,7 @@ import sys
 
 import kprotocol
 from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.interrupts import INTERRUPTED, MESSAGE
 
 # Command -> (module exposing `register(subparsers)`, which adds it with `func` set as the default; its help).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -57,9 +58,23 @@ def _command(argv: list[str]) -> str:
 USER_ERROR = 2  # as argparse: the command could not run on what it was given
 
 
+def _own_usage(parser: argparse.ArgumentParser) -> None:
+    """Every sub-command parser puts itself in the namespace (the deepest one given wins), so that an
+    unknown option is told with the usage of the sub-command it was given to, not the top level's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(_usage_parser=sub)
+                _own_usage(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(_command(argv)).parse_args(argv)
+    parser = build_parser(_command(argv))
+    _own_usage(parser)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "_usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
@@ -73,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         sys.stderr.write(f"kprotocol: error: {where}{reason}\n")
         return USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        sys.stderr.write(MESSAGE)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

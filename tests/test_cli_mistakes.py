@@ -65,3 +65,34 @@ def test_version_and_message_list() -> None:
     assert _run(["--version"]).stdout.startswith("kprotocol ")
     names = _run(["message", "list"]).stdout.splitlines()
     assert len(names) > 250 and '{"name":"StreamsGroupHeartbeatRequest",' in "".join(names)
+
+
+@pytest.mark.parametrize("args", [["capture", "decode", "x.pcap", "--bogus"], ["offsets", "state", "x", "--nope"],
+                                  ["message", "decode", "HeartbeatRequest", "0", "00", "--fromat", "json"]],
+                         ids=lambda a: " ".join(a))
+def test_a_mistyped_option_shows_the_usage_of_its_sub_command(args: list[str]) -> None:
+    result = _run(args)
+    command = " ".join(args[:2])
+    assert result.returncode == 2 and result.stderr.startswith(f"usage: kprotocol {command} "), result.stderr
+    assert result.stderr.splitlines()[-1].startswith(f"kprotocol {command}: error: unrecognized arguments: ")
+
+
+def test_report_says_what_is_wrong_with_its_directory(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    file, empty, tables = tmp_path / "tables.parquet", tmp_path / "empty", tmp_path / "out"
+    file.write_bytes(b"PAR1")
+    empty.mkdir()
+    (tables / "group_members").mkdir(parents=True)
+    pq.write_table(pa.table({"group": ["orders", "payments"]}), tables / "group_members" / "part-0.parquet")
+    html = str(tmp_path / "report.html")
+    answers = {
+        "file": (_run(["report", str(file), "--out", html]), 2, f"{file} is not a directory"),
+        "empty": (_run(["report", str(empty), "--out", html]), 2, f"{empty} holds no group_members table"),
+        "group": (_run(["report", str(tables), "--out", html, "--group", "nosuch"]), 1,
+                  f"no group nosuch in {tables} (groups there: orders, payments)"),
+    }
+    for name, (result, code, says) in answers.items():
+        assert result.returncode == code and result.stderr.count("\n") == 1 and says in result.stderr, (name, result)
+    assert not Path(html).exists()

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from kprotocol.capture.cli import parse_ports
+from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.interrupts import exit_on_interrupt
 from kprotocol.tools.jsontext import dumps
 
 
@@ -63,7 +65,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.job == "offsets":
         jobs.coordinator_segments(args.paths)  # another topic named is refused before Spark starts
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    spark = jobs.spark_session(args.master, progress=progress)
+    with exit_on_interrupt():  # Ctrl-C: one line, not Py4J's tracebacks (and not PySpark's own handler)
+        spark = jobs.spark_session(args.master, progress=progress)
     split_bytes = int(args.split_mb * (1 << 20))
     try:
         if args.job == "captures":
@@ -75,7 +78,16 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     print(dumps({"out": args.out, **counts}))
-    return _check_runtime(counts, args.require_accel)
+    return _check_runtime(counts, args.require_accel) or _check_problems(counts, args.out)
+
+
+def _check_problems(counts: dict, out: str) -> int:
+    """Exit 1, as every command, when something in the input does not decode (the rest is in the tables)."""
+    if not counts.get("problems"):
+        return 0
+    sys.stderr.write(f"kprotocol: {counts['problems']} problem(s) in the input (what does not decode): "
+                     f"see the problems table in {out}\n")
+    return 1
 
 
 def _check_runtime(counts: dict, required: bool) -> int:
@@ -107,6 +119,8 @@ def _package(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     if "://" not in args.dir and not Path(args.dir).is_dir():
+        if Path(args.dir).exists():
+            raise UsageError(f"{args.dir} is not a directory: give the pipeline's --out directory")
         raise FileNotFoundError(2, "No such file or directory", args.dir)
     try:
         from kprotocol.pipeline.report import write_report
@@ -115,6 +129,32 @@ def _report(args: argparse.Namespace) -> int:
                          f"(pip install 'kprotocol[pipeline]'): {exc}\n")
         return 2
 
-    groups = write_report(args.dir, Path(args.out), groups=args.group)
+    present = _groups(args.dir)
+    if present is None:
+        raise UsageError(f"{args.dir} holds no group_members table: give the directory `kprotocol pipeline "
+                         f"offsets --out` wrote")
+    missing = sorted(set(args.group or ()) - present)
+    if missing:
+        known = ", ".join(sorted(present)[:10]) + (", ..." if len(present) > 10 else "") or "none"
+        sys.stderr.write(f"kprotocol: no group {', '.join(missing)} in {args.dir} (groups there: {known})\n")
+        if len(missing) == len(set(args.group)):
+            return 1
+    try:
+        groups = write_report(args.dir, Path(args.out), groups=args.group)
+    except ValueError as exc:  # a PNG of several groups
+        raise UsageError(str(exc)) from None
     print(dumps({"out": args.out, "groups": groups}))
-    return 0
+    return 1 if missing else 0
+
+
+def _groups(out: str) -> set[str] | None:
+    """The groups of the pipeline's group_members table under `out`, or None when there is no such table."""
+    import pyarrow.parquet as pq
+
+    from kprotocol.pipeline.files import filesystem
+    from kprotocol.pipeline.tables import table_dir
+
+    fsys, path = filesystem(table_dir(out, "group_members"))
+    if fsys.get_file_info(path).type == 0:  # pyarrow.fs.FileType.NotFound
+        return None
+    return set(pq.read_table(path, columns=["group"], filesystem=fsys).column("group").to_pylist())

@@ -6,10 +6,15 @@ import argparse
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from kprotocol.toolchain.broker import KafkaBroker
 from kprotocol.toolchain.maven import ToolchainError, kafka_libs, kafka_version, legacy_streams_libs, \
     legacy_streams_versions, project_jar
+from kprotocol.tools.inputs import UsageError
+
+INTERRUPTED = 130  # as a shell reports a command that SIGINT ended
+CLEAN_EXITS = (0, 143)  # the JVM's exit status after a clean shutdown on SIGTERM is 128 + 15
 
 
 def _resolve(args: argparse.Namespace) -> int:
@@ -22,7 +27,15 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    broker = KafkaBroker.start(workdir=args.dir)
+    if args.dir is not None and Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir}: not a directory")
+    try:
+        broker = KafkaBroker.start(workdir=args.dir)
+    except KeyboardInterrupt:  # the broker, if it was launched, is stopped by start() itself
+        print("kprotocol: interrupted before the broker was ready; nothing left running", file=sys.stderr)
+        return INTERRUPTED
+    except (FileExistsError, NotADirectoryError) as exc:  # a file on the way to --dir
+        raise UsageError(f"--dir {args.dir}: {exc.strerror}: {exc.filename}") from None
     print(f"Apache Kafka {kafka_version()} on {broker.bootstrap} (pid {broker.pid}, data {broker.data_dir}); "
           "Ctrl-C stops it", flush=True)
     stop = threading.Event()
@@ -30,8 +43,12 @@ def _broker(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     while not stop.is_set() and broker.process.poll() is None:
         stop.wait(0.5)
+    if not stop.is_set():  # it ended by itself
+        code = broker.stop(keep_workdir=True)
+        print(f"kprotocol: the broker exited by itself (exit {code}); its log: {broker.log_path}", file=sys.stderr)
+        return 1
     code = broker.stop()
-    print(f"broker stopped (exit {code})")
+    print("broker stopped" if code in CLEAN_EXITS else f"broker stopped (exit {code}); its log: {broker.log_path}")
     return 0
 
 
