@@ -204,14 +204,16 @@ def _convert(action: argparse.Action, key: str, value: Any) -> Any:
 
 
 def _convert_one(action: argparse.Action, key: str, value: Any) -> Any:
-    if action.type is None or not isinstance(value, str):
-        if action.type is int and not isinstance(value, int):
-            raise ConfigError(f"{key}: an integer")
-        return value
-    try:
-        converted = action.type(value)  # type: ignore[misc]
-    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
-        raise ConfigError(f"{key}: {exc}") from None
+    if action.type is int and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise ConfigError(f"{key}: an integer")
+    converted = value
+    if action.type is not None and action.type is not int:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: a string")
+        try:
+            converted = action.type(value)  # type: ignore[misc]
+        except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+            raise ConfigError(f"{key}: {exc}") from None
     if action.choices is not None and converted not in action.choices:
         raise ConfigError(f"{key}: one of {', '.join(map(str, action.choices))}")
     return converted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -178,6 +179,11 @@ class GatewayMetrics:
         return why
 
 
+def _snake(state: str) -> str:
+    """Kafka's state names as label values: NotReady -> not_ready, PreparingRebalance -> preparing_rebalance."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", state).lower()
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
@@ -211,13 +217,13 @@ class GroupsCollector:
             classic_ids = self.coordinator.classic_info.get(group_id, {})
             targeted = {(sub, p) for target in group.targets.values() for sub, parts in target.active.items()
                         for p in parts}
-            return {"state": group.state.lower().replace(" ", "_"), "epoch": group.epoch,
+            return {"state": _snake(group.state), "epoch": group.epoch,
                     "target_epoch": group.assignment_epoch,
                     "members": {"classic": sum(1 for m in group.members if m in classic_ids),
                                 "streams": sum(1 for m in group.members if m not in classic_ids)},
                     "unowned": len(targeted - group.owners.active.keys())}
         if classic is not None:
-            return {"state": str(classic.state).lower().replace(" ", "_"), "epoch": classic.generation,
+            return {"state": _snake(str(classic.state)), "epoch": classic.generation,
                     "target_epoch": classic.generation, "members": {"classic": len(classic.members), "streams": 0},
                     "unowned": 0}
         return {"state": "empty", "epoch": 0, "target_epoch": 0, "members": {"classic": 0, "streams": 0},

@@ -265,8 +265,8 @@ class KafkaBroker:
             raise
         return broker
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+    def _wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
         metadata = message_class("MetadataRequest")
         last_error: Exception | None = None
         while time.monotonic() < deadline:
@@ -282,7 +282,7 @@ class KafkaBroker:
             except (OSError, ValueError) as exc:
                 last_error = exc
             time.sleep(0.2)
-        raise ToolchainError(f"Kafka broker not ready within {READY_TIMEOUT_S:.0f} s ({last_error}); "
+        raise ToolchainError(f"Kafka broker not ready within {timeout:.0f} s ({last_error}); "
                              f"log: {self.log_path}")
 
     def connect(self, client_id: str = "kprotocol-test") -> Connection:
