@@ -152,3 +152,51 @@ def test_the_html_renders_in_a_headless_browser(report: tuple[Path, str], tmp_pa
     assert check["errors"] == []
     assert len(check["images"]) == page.count("<img ") >= 6
     assert all(complete and width > 300 and height > 100 for complete, width, height in check["images"])
+
+
+def _metadata_segment(topics: dict[str, bytes]) -> bytes:
+    """A KRaft metadata log segment holding a TopicRecord per topic (frame version 1, record type 2,
+    version 0, compact name, id, no tagged fields), beside a record of another type."""
+    import base64
+
+    from kprotocol.records import Record, write_batch
+
+    values = [bytes([1, 12, 0]) + bytes(20)]  # another metadata record type: skipped
+    for name, raw in topics.items():
+        values.append(bytes([1, 2, 0, len(name) + 1]) + name.encode() + raw + b"\x00")
+    assert all(base64.urlsafe_b64encode(raw).rstrip(b"=") for raw in topics.values())
+    return write_batch([Record(offset=n, timestamp=1000 + n, key=None, value=v) for n, v in enumerate(values)],
+                       base_offset=0)
+
+
+def test_consumer_protocol_topics_are_named_from_the_metadata_log(report: tuple[Path, str], tmp_path: Path) -> None:
+    import base64
+
+    import pyarrow.parquet as pq
+
+    from kprotocol.pipeline.jobs import write_topic_names
+    from kprotocol.pipeline.report import _latest_assignments
+
+    out, page = report
+    topic_id = "Np06tuafSWSFtIwzfshBoQ"  # consumer-g's topic in the broker's data directory: `data`
+    # Without a metadata log the ids stay, with a note saying why.
+    assert f"{topic_id} stay ids here" in _section(page, "consumer-g", "Latest assignment")
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    (data / "__cluster_metadata-0").mkdir()
+    raw = base64.urlsafe_b64decode(topic_id + "==")
+    (data / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(
+        _metadata_segment({"data": raw, "other": bytes(range(16))}))
+    tables = tmp_path / "tables"
+    shutil.copytree(out, tables)
+    assert write_topic_names([str(data)], str(tables)) == 2
+    assert pq.read_table(tables / "topic_names").to_pylist() == [
+        {"topic_id": "AAECAwQFBgcICQoLDA0ODw", "topic": "other"}, {"topic_id": topic_id, "topic": "data"}]
+    target = tmp_path / "report.html"
+    write_report(str(tables), target)
+    assert "stay ids here" not in target.read_text()
+    # The member's assignment while it was in the group, with the topic named.
+    members = [m for m in pq.read_table(tables / "group_members").to_pylist()
+               if m["group"] == "consumer-g" and not m["left"]]
+    rows = _latest_assignments(members, [], {topic_id: "data"})
+    assert [row[4] for row in rows] == ["data-0 data-1"]

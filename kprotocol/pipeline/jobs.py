@@ -24,6 +24,7 @@ from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
 from kprotocol.pipeline.tables import SCHEMAS, PartWriter, paused_gc, reset, table_dir, write_part
+from kprotocol.pipeline.topic_names import topic_names
 from kprotocol.tools.gcmode import long_run_gc
 from kprotocol.tools.inputs import UsageError
 
@@ -110,11 +111,11 @@ def plan_offsets(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> li
 def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
                 split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None) -> dict[str, Any]:
     """Decode coordinator-topic segments into records, offsets_committed, group_members, problems and
-    rebalances; returns the row count of each table, the bytes read and what the tasks ran on
-    (`executor.runtime_summary`)."""
+    rebalances (and topic_names, from a metadata log under `paths`); returns the row count of each
+    table, the bytes read and what the tasks ran on (`executor.runtime_summary`)."""
     spark = spark or spark_session(master)
     splits = plan_offsets(paths, split_bytes)
-    reset(out, (*OFFSETS_TABLES, "rebalances"))
+    reset(out, (*OFFSETS_TABLES, "rebalances", "topic_names"))
     numbered = list(enumerate(splits))
     slices = max(1, min(len(numbered), partitions or len(numbered)))
     counts: Counter[str] = Counter()
@@ -122,6 +123,7 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     _tally(spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect(), counts,
            runtimes)
     counts["rebalances"] = derive_rebalances(spark, out, splits)
+    counts["topic_names"] = write_topic_names(paths, out)
     counts["splits"] = len(splits)
     return {**counts, **runtime_summary(runtimes)}
 
@@ -210,6 +212,13 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
         for table in CAPTURE_TABLES:
             write_part(out, table, 0, [], prefix="capture")
     return {**counts, **runtime_summary(runtimes)}
+
+
+def write_topic_names(paths: list[str], out: str) -> int:
+    """The topic_names table, read on the driver from the `__cluster_metadata` log under `paths` (if any)."""
+    names = topic_names(paths)
+    write_part(out, "topic_names", 0, [{"topic_id": i, "topic": n} for i, n in sorted(names.items())])
+    return len(names)
 
 
 def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:

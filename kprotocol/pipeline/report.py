@@ -203,7 +203,24 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _latest_assignments(members: list[Row], rebalances: list[Row]) -> list[list[Any]]:
+def _named(partitions: list[str] | None, protocol: str, names: dict[str, str]) -> str:
+    """A consumer-protocol member's partitions (`TOPICID-N`) with topic names where they are known."""
+    if protocol != "consumer":
+        return " ".join(partitions or [])
+    shown = []
+    for partition in partitions or []:
+        topic, _, number = partition.rpartition("-")
+        shown.append(f"{names[topic]}-{number}" if topic in names else partition)
+    return " ".join(shown)
+
+
+def _unnamed_ids(members: list[Row], names: dict[str, str]) -> set[str]:
+    return {p.rpartition("-")[0] for m in members if m["protocol"] == "consumer"
+            for p in m["assigned_partitions"] or () if p.rpartition("-")[0] not in names}
+
+
+def _latest_assignments(members: list[Row], rebalances: list[Row],
+                        names: dict[str, str] | None = None) -> list[list[Any]]:
     """The latest assignment of every member still in the group: not one whose records were deleted
     (it left), nor one missing from the group's latest rebalance (a classic generation without it,
     or a group that became empty)."""
@@ -224,7 +241,8 @@ def _latest_assignments(members: list[Row], rebalances: list[Row]) -> list[list[
         latest = {mid: m for mid, m in latest.items()
                   if mid in stay or m["record_timestamp"] > final["end_timestamp"]}
     return [[mid, (info.get(mid) or m)["process_id"], (info.get(mid) or m)["client_id"], m["generation"],
-             " ".join(m["assigned_active"] or m["assigned_partitions"] or []), " ".join(m["assigned_standby"] or []),
+             " ".join(m["assigned_active"] or []) or _named(m["assigned_partitions"], m["protocol"], names or {}),
+             " ".join(m["assigned_standby"] or []),
              " ".join(m["assigned_warmup"] or [])] for mid, m in sorted(latest.items())]
 
 
@@ -241,6 +259,7 @@ def _latest_offsets(offsets: list[Row]) -> list[list[Any]]:
 def write_report(out_dir: str, target: Path, groups: list[str] | None = None) -> list[str]:
     """Write the report for every group (or `groups`); returns the groups drawn."""
     members, rebalances, offsets = (_read(out_dir, t) for t in ("group_members", "rebalances", "offsets_committed"))
+    topics = {r["topic_id"]: r["topic"] for r in _read(out_dir, "topic_names")}
     exchanges = [e for e in _read(out_dir, "exchanges") if e["group"] and e["api_name"] in GROUP_APIS]
     by_group: dict[str, list[Row]] = defaultdict(list)
     for m in members:
@@ -263,7 +282,7 @@ def write_report(out_dir: str, target: Path, groups: list[str] | None = None) ->
         parts.append(f"<h2>{html.escape(g)}</h2>")
         if g in pictures:
             parts += _log_sections(g, pictures[g], by_group[g], [r for r in rebalances if r["group"] == g],
-                                   [o for o in offsets if o["group"] == g])
+                                   [o for o in offsets if o["group"] == g], topics)
         if captured[g]:
             image = base64.b64encode(_exchange_figure(g, captured[g])).decode()
             parts += ["<h3>Captured membership requests</h3>", _image(image, f"{g}: captured request latencies"),
@@ -277,12 +296,21 @@ def write_report(out_dir: str, target: Path, groups: list[str] | None = None) ->
     return names
 
 
+def _id_note(ids: set[str]) -> list[str]:
+    if not ids:
+        return []
+    return [f"<p class='note'>This group's consumer-protocol records name topics by id: "
+            f"{html.escape(', '.join(sorted(ids)))} stay ids here, as the data directory had no "
+            "<code>__cluster_metadata</code> log naming them (give the broker's whole data directory to "
+            "<code>kprotocol pipeline offsets</code>).</p>"]
+
+
 def _image(data: str, alt: str) -> str:
     return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>"
 
 
 def _log_sections(g: str, picture: bytes, members: list[Row], group_rebalances: list[Row],
-                  offsets: list[Row]) -> list[str]:
+                  offsets: list[Row], names: dict[str, str]) -> list[str]:
     """What the coordinator's log tells of a group: its timeline, rebalances, latest assignment, offsets."""
     group_rebalances = sorted(group_rebalances, key=lambda r: (r["end_timestamp"] or r["start_timestamp"] or 0))
     image = base64.b64encode(picture).decode()
@@ -294,6 +322,7 @@ def _log_sections(g: str, picture: bytes, members: list[Row], group_rebalances: 
                      r["warmup_tasks"], r["probing"]] for r in group_rebalances]),
             "<h3>Latest assignment</h3>",
             _table(["member", "process", "client", "generation/epoch", "active", "standby", "warm-up"],
-                   _latest_assignments(members, group_rebalances)),
+                   _latest_assignments(members, group_rebalances, names)),
+            *_id_note(_unnamed_ids(members, names)),
             "<h3>Committed offsets</h3>",
             _table(["topic", "partition", "offset", "committed at"], _latest_offsets(offsets))]

@@ -62,6 +62,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("flags", STRS),
         ("no_response_reason", STR), ("request_error", STR), ("response_error", STR), ("request_json", STR),
         ("response_json", STR), ("record_batches_json", STR)]),
+    # Topic id -> name, from the __cluster_metadata log when the data directory has one (consumer-protocol
+    # group records name topics by id: see kprotocol.pipeline.topic_names).
+    "topic_names": pa.schema([("topic_id", STR), ("topic", STR)]),
     # Anything that could not be read: corrupt or truncated batches, undecodable records; from
     # captures also damaged packets, gaps, unframed bytes and orphan responses.
     "problems": pa.schema([
