@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gateway.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
                          help="a streams group config of Kafka's (streams.session.timeout.ms=10000, "
                               "streams.num.standby.replicas=1...) for the managed groups; repeatable")
+    gateway.add_argument("--limit", action="append", default=[], metavar="KEY=VALUE",
+                         help="a resource limit under Kafka's broker config name (max.connections, "
+                              "max.connections.per.ip, connections.max.idle.ms, socket.request.max.bytes) or the "
+                              "gateway's (gateway.request.read.timeout.ms, gateway.max.inflight.requests, "
+                              "gateway.max.buffered.response.bytes); repeatable")
     gateway.add_argument("--verbose", action="store_true", help="log every request of the managed groups")
     gateway.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=None,
                          help="use uvloop when installed (default: yes)")
@@ -70,7 +75,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
     common: dict[str, Any] = dict(
         extra_api_versions=STREAMS_GROUP_APIS, local=metrics.watch_handler(handler) if metrics else handler,
-        local_api_keys=API_KEYS, upstream_security=security, observer=metrics)
+        local_api_keys=API_KEYS, upstream_security=security, observer=metrics, limits=limits(args.limit))
     sni = SniRouting(args.sni_suffix, args.sni_advertised_port) if args.sni_suffix else None
     tls_gateway = None
     if tls is not None and args.tls_listen is not None:  # plaintext on --listen, TLS on --tls-listen
@@ -160,6 +165,22 @@ def group_configs(items: list[str], base: Any) -> tuple[Any, Any]:
                 ClassicConfig.from_kafka(classic))
     except ValueError as exc:
         raise StartError(f"--group-config: {exc}") from None
+
+
+def limits(items: list[str]) -> Any:
+    """--limit KEY=VALUE items as the gateway's Limits."""
+    from compat.gateway.limits import Limits
+
+    pairs = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise StartError(f"--limit {item!r} is not KEY=VALUE")
+        pairs[name.strip()] = value.strip()
+    try:
+        return Limits.from_kafka(pairs)
+    except ValueError as exc:
+        raise StartError(f"--limit: {exc}") from None
 
 
 async def _starting(step: Awaitable[None], what: str, listen: str | None = None) -> None:

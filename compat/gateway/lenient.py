@@ -5,6 +5,7 @@ gateway to the broker. The canonical decode is tried first; only a request it re
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,6 +16,7 @@ from kprotocol.runtime import primitives
 from kprotocol.runtime.struct import Message
 
 _strict_unsigned = primitives._read_unsigned
+_swapping = threading.Lock()
 
 
 def _lenient_unsigned(buf: bytes, pos: int, max_shift: int, bits: int, what: str) -> tuple[int, int]:
@@ -53,12 +55,14 @@ def _pure(cls: type[Message], buf: bytes, version: int, offset: int) -> tuple[Me
         raise DecodeError(f"{cls.__name__} has no version {version}", offset, cls.__name__) from None
 
 
-def decode_request(frame: bytes) -> tuple[Message, Message]:
-    """(header, request) of a size-prefixed request frame, accepting what Kafka's broker accepts."""
-    try:
-        return canonical(frame)
-    except DecodeError:
-        pass
+def decode_request(frame: bytes, compiled: bool = True) -> tuple[Message, Message]:
+    """(header, request) of a size-prefixed request frame, accepting what Kafka's broker accepts. With
+    `compiled=False` only the Python decoders run (for a worker thread: they let the event loop in)."""
+    if compiled:
+        try:
+            return canonical(frame)
+        except DecodeError:
+            pass
     frame = bytes(frame)
     if len(frame) < 8:
         raise TruncatedError("request frame is shorter than its header", 0, "RequestHeader")
@@ -69,7 +73,14 @@ def decode_request(frame: bytes) -> tuple[Message, Message]:
         header_version = request_header_version(api_key, api_version)
     except (KeyError, ValueError):
         raise DecodeError(f"unknown api key {api_key} or version {api_version}", 4, "RequestHeader") from None
-    with _lenient_varints():  # only this thread decodes while it is in place (the event loop's)
+
+    def read() -> tuple[Message, Message]:
         header, start = _pure(message_class("RequestHeader"), buf, header_version, 0)
-        request, _ = _pure(request_cls, buf, api_version, start)  # bytes after the message are ignored
-    return header, request
+        return header, _pure(request_cls, buf, api_version, start)[0]  # bytes after the message are ignored
+    if not compiled:
+        try:
+            return read()
+        except DecodeError:
+            pass
+    with _swapping, _lenient_varints():  # one lenient decode at a time (the varint reader is shared)
+        return read()

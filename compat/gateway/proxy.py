@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compat.gateway import lenient
+from compat.gateway.limits import (LARGE_FRAME, Connections, Limits, beside_loop, decode_response_python,
+                                   encode_response_python)
+from compat.gateway.limits import read_frame as limited_read_frame
+from compat.gateway.supervisor import Throttle
 from compat.gateway.wire import expects_response, request_prefix
 from kprotocol.errors import DecodeError
 from kprotocol.framing import decode_request, decode_response, encode_request, encode_response
@@ -46,6 +50,10 @@ LocalHandler = Callable[[Message, Message, str], Awaitable[Message] | None]
 
 class FrameError(Exception):
     """A client's frame the gateway will not forward; its connection is closed."""
+
+
+class UpstreamUnreachable(FrameError):
+    """The upstream broker a client's connection stands for cannot be reached; the client's connection closes."""
 
 
 async def read_frame(reader: asyncio.StreamReader, max_frame: int = MAX_FRAME, min_frame: int = 8) -> bytes | None:
@@ -89,8 +97,12 @@ class Gateway:
                  broker_port_base: int | None = None, local: LocalHandler | None = None,
                  local_api_keys: frozenset[int] | None = None,
                  extra_api_versions: dict[int, tuple[int, int]] | None = None, max_frame: int = MAX_FRAME,
-                 tls: Any = None, sni: Any = None, upstream_security: Any = None, observer: Any = None) -> None:
+                 tls: Any = None, sni: Any = None, upstream_security: Any = None, observer: Any = None,
+                 limits: Limits | None = None) -> None:
         self.bootstrap = upstream
+        self.limits = limits or Limits()
+        self.admission = Connections(self.limits)
+        self._throttle = Throttle(10.0)
         self.listen = listen
         self.broker_port_base = broker_port_base
         self.local = local
@@ -162,17 +174,36 @@ class Gateway:
         if task is not None:
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
-        await Session(self, reader, writer, target).run()
+        session = Session(self, reader, writer, target)
+        peer = session.peer
+        refused = self.admission.admit(session, peer[0] if isinstance(peer, tuple) else str(peer), session.idle)
+        if refused is not None:
+            self.log_limited(("refused", refused), "client %s refused: %s", peer, refused)
+            writer.close()
+            return
+        try:
+            await session.run()
+        finally:
+            self.admission.release(session)
+
+    def log_limited(self, key: Any, message: str, *args: Any, level: int = logging.WARNING) -> None:
+        """A warning logged at most once per key every 10 s, with how many were held back."""
+        if self._throttle.ready(key):
+            more = self._throttle.suppressed(key)
+            log.log(level, message + (f" ({more} more like it since)" if more else ""), *args)
 
     # -- response rewriting ------------------------------------------------------------------------
 
     async def rewrite(self, api_key: int, api_version: int, frame: bytes) -> bytes:
         """A response frame with every broker address replaced by the gateway listener for it.
         A response kprotocol cannot read goes back unchanged (ApiVersions keeps clients below that)."""
+        large = len(frame) > LARGE_FRAME
         try:
-            header, body = decode_response(frame, api_key, api_version)
+            header, body = await beside_loop(len(frame), decode_response_python if large else decode_response,
+                                             frame, api_key, api_version)
         except DecodeError as exc:
-            log.warning("response to api %d v%d passed through unchanged: %s", api_key, api_version, exc)
+            self.log_limited(("unreadable", api_key, api_version), "response to api %d v%d passed through "
+                             "unchanged: %s", api_key, api_version, exc)
             return frame
         if api_key == METADATA:
             brokers = [b.replace(host=h, port=p) for b in body.brokers
@@ -186,7 +217,8 @@ class Gateway:
             body = await self._rewrite_coordinator(body, api_version)
         elif api_key == API_VERSIONS and body.error_code == 0:
             body = body.replace(api_keys=self._api_versions(body))
-        return encode_response(header, body, api_version)
+        return await beside_loop(len(frame), encode_response_python if large else encode_response,
+                                 header, body, api_version)
 
     def _api_versions(self, body: Message) -> tuple[Message, ...]:
         """The upstream's versions, capped where the gateway reads or answers the API itself, plus the
@@ -234,8 +266,14 @@ class Session:
     def __init__(self, gateway: Gateway, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  target: tuple[str, int]) -> None:
         self.gateway, self.reader, self.writer, self.target = gateway, reader, writer, target
-        self.slots: asyncio.Queue[_Slot | None] = asyncio.Queue()
+        limits = gateway.limits
+        self.slots: asyncio.Queue[_Slot | None] = asyncio.Queue(maxsize=limits.max_inflight_requests)
+        self.owed = 0  # requests read and not answered yet: while the queue is full the client is not read
+        self.active_at = time.monotonic()
+        self.up_reader: asyncio.StreamReader | None = None
+        self.up_writer: asyncio.StreamWriter | None = None  # opened at the first request to forward
         self.peer = writer.get_extra_info("peername")
+        writer.transport.set_write_buffer_limits(high=limits.max_buffered_response_bytes)
         from compat.gateway.sasl import SaslTracker
         from compat.gateway.tls import principal
 
@@ -260,39 +298,61 @@ class Session:
             if observer is not None:
                 observer.connection_closed()
 
+    def idle(self) -> float | None:
+        """Seconds since this connection last did anything, None while answers are owed to it."""
+        return None if self.owed else time.monotonic() - self.active_at
+
+    def evict(self) -> None:
+        """Make way for a new connection (max.connections reached, this one idle the longest)."""
+        self.gateway.log_limited(("evicted",), "client %s closed: idle the longest at max.connections", self.peer)
+        self.writer.close()
+
+    async def _upstream(self) -> asyncio.StreamWriter:
+        if self.up_writer is None:
+            security = self.gateway.upstream_security
+            try:
+                if security is not None:
+                    self.up_reader, self.up_writer = await security.open(*self.target)
+                else:
+                    self.up_reader, self.up_writer = await asyncio.open_connection(*self.target)
+            except (OSError, asyncio.TimeoutError) as exc:
+                if self.gateway.observer is not None:
+                    self.gateway.observer.upstream_error("connect")
+                raise UpstreamUnreachable(f"upstream {self.target[0]}:{self.target[1]} unreachable: "
+                                          f"{exc or type(exc).__name__}") from None
+        return self.up_writer
+
     async def _run(self) -> None:
-        security = self.gateway.upstream_security
+        responses = asyncio.create_task(self._responses())
         try:
-            if security is not None:
-                up_reader, up_writer = await security.open(*self.target)
-            else:
-                up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except (OSError, asyncio.TimeoutError) as exc:
-            log.warning("client %s: upstream %s:%d unreachable: %s", self.peer, *self.target, exc)
-            if self.gateway.observer is not None:
-                self.gateway.observer.upstream_error("connect")
-            self.writer.close()
-            return
-        responses = asyncio.create_task(self._responses(up_reader))
-        try:
-            await self._requests(up_writer)
+            await self._requests()
+        except UpstreamUnreachable as exc:
+            self.gateway.log_limited(("unreachable", self.target), "%s: clients' connections closed", exc)
         except FrameError as exc:
-            log.warning("client %s: closing connection: %s", self.peer, exc)
+            host = self.peer[0] if isinstance(self.peer, tuple) else self.peer
+            self.gateway.log_limited(("frame", host, str(exc)), "client %s: closing connection: %s", self.peer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            await self.slots.put(None)
+            try:
+                self.slots.put_nowait(None)
+            except asyncio.QueueFull:  # it owes the client more than it may: the connection closes anyway
+                responses.cancel()
             try:
                 await asyncio.wait_for(responses, timeout=30)
-            except (asyncio.TimeoutError, ConnectionError, FrameError):
+            except (asyncio.TimeoutError, asyncio.CancelledError, ConnectionError, FrameError):
                 responses.cancel()
-            up_writer.close()
+            if self.up_writer is not None:
+                self.up_writer.close()
             self.writer.close()
 
-    async def _requests(self, upstream: asyncio.StreamWriter) -> None:
+    async def _requests(self) -> None:
         local = self.gateway.local
         observer = self.gateway.observer
-        while (frame := await read_frame(self.reader, self.gateway.max_frame)) is not None:
+        limits = self.gateway.limits
+        while (frame := await limited_read_frame(self.reader, limits, self.gateway.max_frame,
+                                                 lambda: self.owed > 0, FrameError)) is not None:
+            self.active_at = time.monotonic()
             started = time.perf_counter()
             try:
                 api_key, api_version, _ = request_prefix(frame)
@@ -306,16 +366,20 @@ class Session:
                   and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys)):
                 answer = await self._try_local(frame, api_key, api_version)
                 if answer is not None:
+                    self.owed += 1
                     await self.slots.put(_Slot(api_key, api_version, answer, started))
                     continue
+            upstream = await self._upstream()
             if expects_response(frame):
+                self.owed += 1
                 await self.slots.put(_Slot(api_key, api_version, started=started))
             upstream.write(frame)
             await upstream.drain()
 
     async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> asyncio.Future | None:
         try:
-            header, request = lenient.decode_request(frame)  # what the broker accepts, the gateway routes
+            header, request = await beside_loop(len(frame), lenient.decode_request, frame,  # as the broker reads
+                                                len(frame) <= LARGE_FRAME)
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
@@ -359,8 +423,9 @@ class Session:
             log.info("client %s: SASL %s login of User:%s refused upstream", self.peer, self.sasl.mechanism,
                      self.sasl.user)
 
-    async def _responses(self, upstream: asyncio.StreamReader) -> None:
+    async def _responses(self) -> None:
         gateway = self.gateway
+        buffered_max = gateway.limits.max_buffered_response_bytes
         while (slot := await self.slots.get()) is not None:
             if slot.local is not None:
                 try:
@@ -370,14 +435,16 @@ class Session:
                     return
             else:
                 try:
-                    frame = await read_frame(upstream, 2**31 - 1, min_frame=4)
+                    assert self.up_reader is not None  # opened before the request was forwarded
+                    frame = await read_frame(self.up_reader, 2**31 - 1, min_frame=4)
                 except FrameError as exc:
                     frame, why = None, str(exc)
                 else:
                     why = "closed"
                 if frame is None:  # e.g. a version the upstream does not have: it hangs up, so does the gateway
-                    log.warning("client %s: closing connection: upstream %s before answering api %d v%d",
-                                self.peer, why, slot.api_key, slot.api_version)
+                    gateway.log_limited(("upstream hung up", self.target, slot.api_key, slot.api_version),
+                                        "client %s: closing connection: upstream %s before answering api %d v%d",
+                                        self.peer, why, slot.api_key, slot.api_version)
                     if gateway.observer is not None:
                         gateway.observer.upstream_error("closed")
                     self.writer.close()
@@ -394,5 +461,7 @@ class Session:
                 await self.writer.drain()
                 self.writer.close()
                 return
-            if self.slots.empty():
-                await self.writer.drain()
+            self.owed -= 1
+            self.active_at = time.monotonic()
+            if self.slots.empty() or self.writer.transport.get_write_buffer_size() > buffered_max:
+                await self.writer.drain()  # a client that does not read stops being read (slots fill up)
