@@ -22,6 +22,7 @@ from compat.classic import (COMPLETING, HEARTBEAT, ILLEGAL_GENERATION, INCONSIST
 from compat.translate import (ClassicSubscription, assigned_tasks, assignment_info, classic_assignment,
                               decode_subscription, owned_active_tasks)
 from kprotocol.streams import AssignmentInfo
+from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 from kprotocol.streams.model import NO_NEXT_REBALANCE
@@ -232,10 +233,10 @@ class MigrationCoordinator:
         records = [CoordinatorRecord(GroupMetadataKey(group=group_id), None), topology]
         infos = self.classic_info.setdefault(group_id, {})
         for m in classic.members.values():
-            metadata = dict(m.protocols).get(STREAMS_PROTOCOL)
-            if metadata is None:
+            try:  # a member whose metadata does not read is left behind, as one without the protocol
+                subscription = decode_subscription(dict(m.protocols)[STREAMS_PROTOCOL])
+            except (KeyError, DecodeError):
                 continue
-            subscription = decode_subscription(metadata)
             infos[m.member_id] = ClassicInfo(subscription, m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms,
                                              m.client_id)
             tasks = assigned_tasks(m.assignment)
@@ -297,10 +298,10 @@ class MigrationCoordinator:
         if refusal is not None:
             return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
-        metadata = dict(protocols).get(STREAMS_PROTOCOL)
-        if metadata is None:
+        try:
+            subscription = decode_subscription(dict(protocols)[STREAMS_PROTOCOL])
+        except (KeyError, DecodeError):  # no Streams subscription it can read
             return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id, generation_id=-1))], []
-        subscription = decode_subscription(metadata)
         info = ClassicInfo(subscription, protocols, req.session_timeout_ms, req.rebalance_timeout_ms,
                            header.client_id or "")
         self.classic_info.setdefault(req.group_id, {})[member_id] = info

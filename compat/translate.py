@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kprotocol.errors import TruncatedError
 from kprotocol.registry import message_class
 from kprotocol.streams import AssignmentInfo, HostInfo, SubscriptionInfo, TaskId, TopicPartition
 from kprotocol.streams.model import NO_NEXT_REBALANCE
@@ -52,6 +53,9 @@ class ClassicSubscription:
 
 
 def decode_subscription(metadata: bytes) -> ClassicSubscription:
+    if len(metadata) < _VERSION.size:
+        raise TruncatedError(f"subscription metadata of {len(metadata)} bytes has no version", 0,
+                             "ConsumerProtocolSubscription.version")
     (version,) = _VERSION.unpack_from(metadata)
     low, high = Subscription.valid_versions
     subscription = Subscription.decode(metadata[2:], max(low, min(version, high)))
