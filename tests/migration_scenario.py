@@ -13,6 +13,9 @@ with at-least-once), and every instance stopped cleanly when asked.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import os
+import signal
 import threading
 import time
 import uuid
@@ -27,7 +30,8 @@ from kprotocol.connection import Connection
 from kprotocol.streams_group.stability import describe_settled
 from kprotocol.toolchain import KafkaBroker
 from kprotocol.toolchain.example_app import EXAMPLES, ExampleApp
-from migration import GatewayProcess
+from kprotocol.toolchain.streams_app import StreamsApp
+from migration import GatewayProcess, overlaps
 
 INSTANCES, PARTITIONS = 3, 4
 SESSION_TIMEOUT_S = 10  # the apps' classic session time-out and the gateway's streams.session.timeout.ms
@@ -35,9 +39,13 @@ SETTLE_BOUND_S = SESSION_TIMEOUT_S + 35  # a session time-out (a killed member's
 WORDS = 60
 
 
+COUNT_APP_SHAPES = {"count", "stateless", "join"}  # the project's Streams app (CountApp) topologies
+KEYS = 40
+
+
 @dataclass(frozen=True)
 class Shape:
-    example: str = "wordcount"
+    app: str = "wordcount"  # one of Apache Kafka's examples (EXAMPLES), or a CountApp topology
     standbys: int = 1
     guarantee: str = "exactly_once_v2"
     threads: int = 1
@@ -46,7 +54,11 @@ class Shape:
     @property
     def name(self) -> str:
         version = f"-classic{self.classic_version}" if self.classic_version else ""
-        return f"{self.example}-sb{self.standbys}-{self.guarantee}-t{self.threads}{version}"
+        return f"{self.app}-sb{self.standbys}-{self.guarantee}-t{self.threads}{version}"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == "exactly_once_v2"
 
 
 @dataclass
@@ -60,27 +72,70 @@ class StepResult:
 class RunResult:
     shape: Shape
     steps: list[StepResult] = field(default_factory=list)
-    lines: int = 0
+    records: int = 0
     exact: bool = False
     shutdown_s: list[float] = field(default_factory=list)
 
 
-class Feed:
-    """Lines of words produced continuously and acknowledged one by one; the words counted as sent."""
+class Workload:
+    """What an application reads and writes, and what its output must be for the input sent."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, shape: Shape, app_id: str) -> None:
+        self.shape = shape
+        if shape.app in EXAMPLES:
+            example = EXAMPLES[shape.app]
+            (self.source,), self.sink = example.input_topics, example.output_topic
+            self.table = None
+        else:
+            self.source, self.sink = f"{app_id}-in", f"{app_id}-out"
+            self.table = f"{app_id}-table" if shape.app == "join" else None
+
+    def record(self, i: int) -> tuple[bytes | None, bytes]:
+        if self.shape.app == "wordcount-processor":
+            # it counts per task without a repartition step (its demo reads one partition): one word per
+            # line, keyed by the word, so that each word is counted by one task
+            word = f"w{(i * 7) % WORDS}".encode()
+            return word, word
+        if self.shape.app in EXAMPLES:  # a line of three words
+            return None, " ".join(f"w{(i * 7 + j * 13) % WORDS}" for j in range(3)).encode()
+        return f"k{i % KEYS}".encode(), f"r{i}".encode()
+
+    def wrong(self, sent: list[tuple[bytes | None, bytes]], latest: dict[str, bytes],
+              values: list[bytes]) -> dict[str, tuple]:
+        """What the output gets wrong: (output, input) per word, key or record; nothing when right. With
+        exactly-once every count is exact and every record once; with at-least-once nothing is missing."""
+        exact = self.shape.exactly_once
+        if self.shape.app in EXAMPLES or self.shape.app == "count":
+            if self.shape.app in EXAMPLES:
+                expected = collections.Counter(w.decode() for _, v in sent for w in v.split())
+                count = EXAMPLES[self.shape.app].count
+            else:
+                expected = collections.Counter(k.decode() for k, _ in sent)
+                count = int
+            got = {k: count(v) for k, v in latest.items()}
+            return {k: (got.get(k), n) for k, n in expected.items()
+                    if (got.get(k) != n if exact else got.get(k, 0) < n)}
+        expected = collections.Counter(v.upper() if self.shape.app == "stateless" else v for _, v in sent)
+        got = collections.Counter(v if self.shape.app == "stateless" else v.split(b"|")[0] for v in values)
+        return {k.decode(): (got.get(k, 0), n) for k, n in expected.items()
+                if (got.get(k, 0) != n if exact else got.get(k, 0) < n)}
+
+
+class Feed:
+    """The workload's records produced continuously and acknowledged one by one, kept as sent."""
+
+    def __init__(self, bootstrap: str, workload: Workload) -> None:
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-        self.topic, self.words, self.lines = topic, collections.Counter(), 0
+        self.workload, self.sent = workload, []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         i = 0
         while not self._stop.is_set():
-            words = [f"w{(i * 7 + j * 13) % WORDS}" for j in range(3)]
-            self.producer.send(self.topic, value=" ".join(words).encode()).get(30)
-            self.words.update(words)
-            self.lines += 1
+            key, value = self.workload.record(i)
+            self.producer.send(self.workload.source, key=key, value=value).get(30)
+            self.sent.append((key, value))
             i += 1
             time.sleep(0.01)
 
@@ -88,22 +143,22 @@ class Feed:
         self._thread.start()
         return self
 
-    def stop(self) -> collections.Counter:
+    def stop(self) -> list[tuple[bytes | None, bytes]]:
         self._stop.set()
         self._thread.join(60)
         self.producer.close()
-        return self.words
+        return self.sent
 
 
 class Output:
-    """The output topic read as it grows (committed records only): the latest count per word and the
-    times records arrived per partition (a gap is a task not processing: the input never stops)."""
+    """The output topic read as it grows (committed records only): the latest value per key, every value,
+    and the times records arrived per partition (a gap is a task not processing: the input never stops)."""
 
-    def __init__(self, bootstrap: str, topic: str, count: Callable[[bytes], int]) -> None:
-        self.count = count
+    def __init__(self, bootstrap: str, topic: str) -> None:
         self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                       isolation_level="read_committed", consumer_timeout_ms=500)
-        self.latest: dict[str, int] = {}
+        self.latest: dict[str, bytes] = {}
+        self.values: list[bytes] = []
         self.arrivals: dict[int, list[float]] = collections.defaultdict(list)
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -113,7 +168,8 @@ class Output:
         while not self._stop.is_set():
             for message in self.consumer:
                 with self._lock:
-                    self.latest[message.key.decode()] = self.count(message.value)
+                    self.latest[message.key.decode()] = message.value
+                    self.values.append(message.value)
                     self.arrivals[message.partition].append(time.time())
                 if self._stop.is_set():
                     break
@@ -128,21 +184,44 @@ class Output:
                     if b >= start and a <= end]
         return int(1000 * max(gaps, default=end - start))
 
-    def wait_for(self, expected: collections.Counter, timeout_s: float) -> dict[str, int]:
+    def wait_until(self, done: Callable[[dict[str, bytes], list[bytes]], bool],
+                   timeout_s: float) -> tuple[dict[str, bytes], list[bytes]]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
-                if all(self.latest.get(k, 0) >= n for k, n in expected.items()):
+                if done(self.latest, self.values):
                     break
             time.sleep(0.5)
-        time.sleep(2)  # anything past the expected counts (a duplicate) arrives too
+        time.sleep(2)  # anything past the expected output (a duplicate) arrives too
         with self._lock:
-            return dict(self.latest)
+            return dict(self.latest), list(self.values)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
         self.consumer.close()
+
+
+class CountAppInstance:
+    """The project's Streams app (one instance) with the stop and kill of an ExampleApp."""
+
+    def __init__(self, app: StreamsApp) -> None:
+        self.app = app
+        self.log_path = app.stderr_path
+
+    def alive(self) -> bool:
+        return self.app.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            os.kill(self.app.pid, signal.SIGKILL)
+            self.app.process.wait()
+
+    def stop(self, timeout: float = 60.0) -> float | None:
+        begin = time.monotonic()
+        self.app.stop(timeout)
+        took = time.monotonic() - begin
+        return None if took >= timeout else took
 
 
 def committed(broker: KafkaBroker, group: str, topic: str) -> dict[int, int]:
@@ -184,33 +263,51 @@ def settle(where: str, group: str, broker: KafkaBroker, topic: str, step: str) -
 
 
 def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = print) -> RunResult:
-    example = EXAMPLES[shape.example]
-    (source,), sink = example.input_topics, example.output_topic
-    app_id = f"migrate-{shape.example}-{uuid.uuid4().hex[:6]}"
+    app_id = f"migrate-{shape.app}-{uuid.uuid4().hex[:6]}"
+    workload = Workload(shape, app_id)
+    source, sink = workload.source, workload.sink
     result = RunResult(shape)
     broker = KafkaBroker.start(workdir / "broker", config={"group.streams.session.timeout.ms": "10000",
                                                           "group.streams.heartbeat.interval.ms": "1000"})
     gateway = feed = output = None
-    apps: list[ExampleApp | None] = [None] * INSTANCES
+    apps: list[ExampleApp | CountAppInstance | None] = [None] * INSTANCES
+    every_count_app: list[CountAppInstance] = []  # their own task events: no task active on two at once
     try:
         broker.create_topic(source, PARTITIONS)
         broker.create_topic(sink, PARTITIONS)
+        if workload.table is not None:  # the join's table, co-partitioned with the input, filled first
+            broker.create_topic(workload.table, PARTITIONS)
+            with KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") as producer:
+                for k in range(KEYS):
+                    producer.send(workload.table, key=f"k{k}".encode(), value=f"profile-{k}".encode())
+                producer.flush()
         gateway = GatewayProcess(broker.bootstrap, [app_id], workdir / "state", workdir / "gateway.log",
                                  {"streams.num.standby.replicas": str(shape.standbys)}).start()
-        feed = Feed(broker.bootstrap, source).start()
-        output = Output(broker.bootstrap, sink, example.count).start()
+        feed = Feed(broker.bootstrap, workload).start()
+        output = Output(broker.bootstrap, sink).start()
 
         def start(i: int, protocol: str, bootstrap: str) -> None:
-            classic = protocol == "classic"
-            apps[i] = ExampleApp.start(shape.example, bootstrap, app_id, workdir / f"instance-{i}",
-                                       group_protocol=protocol, num_standby_replicas=shape.standbys,
-                                       processing_guarantee=shape.guarantee, threads=shape.threads,
-                                       streams_version=shape.classic_version if classic else None)
+            version = shape.classic_version if protocol == "classic" else None
+            if shape.app in EXAMPLES:
+                apps[i] = ExampleApp.start(shape.app, bootstrap, app_id, workdir / f"instance-{i}",
+                                           group_protocol=protocol, num_standby_replicas=shape.standbys,
+                                           processing_guarantee=shape.guarantee, threads=shape.threads,
+                                           streams_version=version)
+                return
+            extra = {"topology": shape.app, "num.stream.threads": str(shape.threads),
+                     **({"table": workload.table} if workload.table else {})}
+            apps[i] = CountAppInstance(StreamsApp.start(
+                bootstrap, app_id, source, sink, group_protocol=protocol, num_standby_replicas=shape.standbys,
+                processing_guarantee=shape.guarantee, state_dir=workdir / f"instance-{i}", streams_version=version,
+                extra=extra))
+            every_count_app.append(apps[i])
 
         def stop(i: int) -> None:
             took = apps[i].stop()
             assert took is not None, f"instance {i} ({apps[i].log_path}) hung on shutdown"
             result.shutdown_s.append(took)
+            if took > SESSION_TIMEOUT_S:
+                log(f"{shape.name}: instance {i} took {took:.1f} s to stop (log: {apps[i].log_path})")
 
         def step(name: str, action: Callable[[], None], where: str | None = None) -> None:
             begin = time.time()
@@ -246,17 +343,19 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
                 start(i, "streams", broker.bootstrap)
         step("cut over to the broker", cut_over, where=broker.bootstrap)
         time.sleep(2)
-        expected = feed.stop()
-        result.lines = feed.lines
-        counts = output.wait_for(expected, 90)
-        if shape.guarantee == "exactly_once_v2":
-            wrong = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k) != n}
-        else:
-            wrong = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k, 0) < n}
-        assert not wrong, f"{shape.name}: counts (output, input) differ for {len(wrong)} words: {wrong}"
-        result.exact = counts == dict(expected)
+        sent = feed.stop()
+        result.records = len(sent)
+        at_least = Workload(dataclasses.replace(shape, guarantee="at_least_once"), app_id)
+        latest, values = output.wait_until(lambda latest, values: not at_least.wrong(sent, latest, values), 90)
+        wrong = workload.wrong(sent, latest, values)
+        assert not wrong, f"{shape.name}: output differs (output, input) for {len(wrong)} keys: " \
+                          f"{dict(list(wrong.items())[:20])}"
+        result.exact = not Workload(dataclasses.replace(shape, guarantee="exactly_once_v2"), app_id).wrong(
+            sent, latest, values)
         for i in range(INSTANCES):
             stop(i)
+        doubled = overlaps([x.app.events for x in every_count_app])
+        assert not doubled, f"{shape.name}: tasks active on two instances at once: {doubled}"
         return result
     finally:
         if feed is not None and feed._thread.is_alive():

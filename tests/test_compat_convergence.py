@@ -212,6 +212,9 @@ def test_every_member_reaches_its_target(events: list[str], standbys: int, seed)
         live = list(g.clients.values())
         if event in ("classic", "streams") and len(live) < 5:
             client = Client(next(names), classic=event == "classic")
+            same_kind = [c for c in live if c.classic == client.classic]
+            if same_kind and seed.random() < 0.3:  # another stream thread of a running instance
+                client.process = seed.choice(same_kind).process
             g.clients[client.name] = client
             g.turn(client)
         elif event == "old-classic" and len(live) < 5:

@@ -1,4 +1,4 @@
-"""Apache Kafka's own example applications migrated online through the gateway (tests/migration_scenario.py).
+"""Apache Kafka's own example applications (and the project's Streams app in other shapes) migrated online through the gateway (tests/migration_scenario.py).
 
 `make test` runs two shapes, one with standbys and exactly-once; `make test-migration` runs the whole
 matrix (KPROTOCOL_MIGRATION=matrix) and writes its table to build/migration-matrix.md.
@@ -22,6 +22,9 @@ MATRIX = [
     Shape("wordcount", standbys=1, guarantee="at_least_once", threads=2),
     Shape("wordcount-processor", standbys=1, guarantee="exactly_once_v2"),
     Shape("wordcount", standbys=1, guarantee="exactly_once_v2", classic_version="3.9.1"),
+    Shape("join", standbys=1, guarantee="exactly_once_v2"),
+    Shape("stateless", standbys=0, guarantee="exactly_once_v2", threads=2),
+    Shape("count", standbys=2, guarantee="at_least_once"),
 ]
 SHAPES = MATRIX if os.environ.get("KPROTOCOL_MIGRATION") == "matrix" else IN_MAKE_TEST
 TABLE = Path(__file__).resolve().parents[1] / "build" / "migration-matrix.md"
@@ -34,12 +37,12 @@ def table():
     if RESULTS:
         TABLE.parent.mkdir(exist_ok=True)
         names = [s.name for s in RESULTS[0].steps]
-        lines = ["| shape | " + " | ".join(names) + " | lines | exact | slowest stop |",
+        lines = ["| shape | " + " | ".join(names) + " | records | exact | slowest stop |",
                  "|---" * (len(names) + 4) + "|"]
         for r in RESULTS:
             cells = [f"{s.settle_s:.0f} s / {s.longest_stall_ms / 1000:.1f} s" for s in r.steps]
             lines.append(f"| {r.shape.name} | " + " | ".join(cells) +
-                         f" | {r.lines} | {'yes' if r.exact else 'no (at least once)'} | "
+                         f" | {r.records} | {'yes' if r.exact else 'no (at least once)'} | "
                          f"{max(r.shutdown_s, default=0):.1f} s |")
         TABLE.write_text("settle time / longest output stall per step\n\n" + "\n".join(lines) + "\n")
         print("\n" + TABLE.read_text())

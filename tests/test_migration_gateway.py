@@ -20,7 +20,7 @@ from kprotocol import message_class
 from kprotocol.connection import Connection
 from kprotocol.toolchain import KafkaBroker
 from kprotocol.toolchain.streams_app import StreamsApp
-from migration import GatewayProcess
+from migration import GatewayProcess, overlaps
 
 PARTITIONS, INSTANCES = 4, 3
 
@@ -83,24 +83,6 @@ def wait_all_running(apps: list[StreamsApp], timeout: float = 120) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"not every task running: {[a.latest_tasks() for a in apps]}")
         time.sleep(0.2)
-
-
-def overlaps(histories: list[list[dict]]) -> list[str]:
-    """Tasks reported active by two instances over a common time span (from the apps' own events)."""
-    spans: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
-    for who, events in enumerate(histories):
-        tasks = [e for e in events if e.get("event") == "tasks"]
-        end_of_life = max((e.get("timeMs", 0) for e in events), default=0)
-        for current, following in zip(tasks, tasks[1:] + [None]):
-            until = following["timeMs"] if following else end_of_life
-            for task in current["active"]:
-                spans[task].append((current["timeMs"], until, who))
-    found = []
-    for task, owned in spans.items():
-        for (a0, a1, x), (b0, b1, y) in itertools.combinations(owned, 2):
-            if x != y and max(a0, b0) < min(a1, b1):
-                found.append(f"{task}: instance {x} {a0}-{a1} and {y} {b0}-{b1}")
-    return found
 
 
 def assert_no_overlap(histories: list[list[dict]], where: Path) -> None:

@@ -47,6 +47,10 @@ public final class CountApp {
         }
         String input = required(given, "input");
         String output = required(given, "output");
+        String shape = given.getProperty("topology", "count");
+        String table = given.getProperty("table");
+        given.remove("topology");
+        given.remove("table");
         int instances = Integer.parseInt(given.getProperty("instances", "1"));
         String stateBase = given.getProperty("state.dir", System.getProperty("java.io.tmpdir") + "/kprotocol-streams");
         given.remove("input");
@@ -73,7 +77,7 @@ public final class CountApp {
             props.putIfAbsent(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass().getName());
             props.putIfAbsent(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass().getName());
             final int instance = i;
-            KafkaStreams streams = new KafkaStreams(topology(input, output), props);
+            KafkaStreams streams = new KafkaStreams(topology(shape, input, output, table), props);
             streams.setStateListener((to, from) -> emit(instance, "{\"event\":\"state\",\"instance\":" + instance
                     + ",\"from\":\"" + from + "\",\"to\":\"" + to + "\"}"));
             streams.setUncaughtExceptionHandler(error -> {
@@ -110,14 +114,36 @@ public final class CountApp {
         stopped.await();
     }
 
-    private static org.apache.kafka.streams.Topology topology(String input, String output) {
+    /**
+     * count: counts per key in a persistent store (the default); stateless: every value upper-cased;
+     * join: every record left-joined with the table topic `table` (co-partitioned), "value|table value".
+     */
+    private static org.apache.kafka.streams.Topology topology(String shape, String input, String output,
+                                                              String table) {
         StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-                .groupByKey()
-                .count(Materialized.as("counts"))
-                .toStream()
-                .mapValues(count -> Long.toString(count))
-                .to(output, Produced.with(Serdes.String(), Serdes.String()));
+        org.apache.kafka.streams.kstream.KStream<String, String> source =
+                builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
+        switch (shape) {
+            case "count":
+                source.groupByKey()
+                        .count(Materialized.as("counts"))
+                        .toStream()
+                        .mapValues(count -> Long.toString(count))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                break;
+            case "stateless":
+                source.mapValues(value -> value.toUpperCase(java.util.Locale.ROOT))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                break;
+            case "join":
+                org.apache.kafka.streams.kstream.KTable<String, String> profiles =
+                        builder.table(table, Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("profiles"));
+                source.leftJoin(profiles, (value, profile) -> value + "|" + profile)
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                break;
+            default:
+                throw new IllegalArgumentException("unknown topology " + shape);
+        }
         return builder.build();
     }
 
