@@ -200,3 +200,15 @@ def test_consumer_protocol_topics_are_named_from_the_metadata_log(report: tuple[
                if m["group"] == "consumer-g" and not m["left"]]
     rows = _latest_assignments(members, [], {topic_id: "data"})
     assert [row[4] for row in rows] == ["data-0 data-1"]
+
+
+def test_exchanges_name_their_error_codes(report: tuple[Path, str]) -> None:
+    import pyarrow.parquet as pq
+
+    from kprotocol.errors import error_name
+
+    out, _ = report
+    rows = pq.read_table(out / "exchanges").to_pylist()
+    assert any(r["error_codes"] for r in rows)
+    assert all(r["error_names"] == [error_name(c) for c in r["error_codes"]] for r in rows)
+    assert {n for r in rows for n in r["error_names"]} >= {"MEMBER_ID_REQUIRED"}

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from kprotocol.capture.decode import CaptureDecode, PacketProblem, decode_segments
 from kprotocol.capture.exchanges import FLAGS, Exchange, error_codes
+from kprotocol.errors import error_name
 from kprotocol.capture.files import CaptureError, Split, plan_splits
 from kprotocol.capture.segments import SegmentProblem, TcpSegment
 from kprotocol.capture.walk import Walk
@@ -116,6 +117,7 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
     member = getattr(request, "member_id", None) or getattr(response, "member_id", None) or None
     response_frame = exchange.response_frame
     latency = None if response_frame is None else (response_frame.time - exchange.request_frame.time) * 1000
+    codes = sorted(error_codes(response))
     return {
         "source": uri, "conn": exchange.conn, "correlation_id": exchange.correlation_id,
         "api_key": exchange.api_key, "api_name": exchange.api_name, "api_version": exchange.api_version,
@@ -125,7 +127,8 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
         "request_first_packet": exchange.request_frame.first, "request_last_packet": exchange.request_frame.last,
         "response_first_packet": None if response_frame is None else response_frame.first,
         "response_last_packet": None if response_frame is None else response_frame.last,
-        "error_codes": sorted(error_codes(response)), "flags": [f for f in FLAGS if doc.get(f)],
+        "error_codes": codes, "error_names": [error_name(c) for c in codes],
+        "flags": [f for f in FLAGS if doc.get(f)],
         "no_response_reason": exchange.no_response, "request_error": exchange.request_error,
         "response_error": exchange.response_error,
         "request_json": json_bytes(doc["request"]), "response_json": json_bytes(doc.get("response")),

@@ -59,7 +59,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("api_version", I32), ("client_id", STR), ("group", STR), ("member_id", STR), ("request_time", F64),
         ("response_time", F64), ("latency_ms", F64), ("request_size", I64), ("response_size", I64),
         ("request_first_packet", I64), ("request_last_packet", I64), ("response_first_packet", I64),
-        ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("flags", STRS),
+        ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("error_names", STRS), ("flags", STRS),
         ("no_response_reason", STR), ("request_error", STR), ("response_error", STR), ("request_json", STR),
         ("response_json", STR), ("record_batches_json", STR)]),
     # Topic id -> name, from the __cluster_metadata log when the data directory has one (consumer-protocol
