@@ -43,8 +43,12 @@ class Snapshot:
     def __init__(self, coordinator: MigrationCoordinator, group_id: str) -> None:
         self.coordinator, self.group_id = coordinator, group_id
         self.pending_ids = set(coordinator._pending_ids)
-        self.entries = [(owner, name, copy.deepcopy(getattr(owner, name).get(group_id, self._ABSENT)))
+        self.entries = [(owner, name, self._copy(getattr(owner, name).get(group_id, self._ABSENT)))
                         for owner, name in _maps(coordinator)]
+
+    @classmethod
+    def _copy(cls, entry: Any) -> Any:
+        return entry if entry is cls._ABSENT else copy.deepcopy(entry)
 
     def restore(self) -> None:
         for owner, name, entry in self.entries:
@@ -54,7 +58,7 @@ class Snapshot:
             else:
                 table[self.group_id] = entry
         self.coordinator._pending_ids = self.pending_ids
-        self.entries = [(o, n, copy.deepcopy(e)) for o, n, e in self.entries]  # restorable again
+        self.entries = [(o, n, self._copy(e)) for o, n, e in self.entries]  # restorable again
 
 
 @contextmanager
