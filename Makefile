@@ -13,7 +13,7 @@ FAMILY  ?= records
 SECONDS ?= 60
 ASAN    := build/asan
 
-$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c
+$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator/_offsets.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -26,7 +26,7 @@ prereqs:
 prereqs-demo:
 	@PYTHON=$(PYTHON) sh .ci/prereqs demo
 
-$(DEMO_STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c
+$(DEMO_STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator/_offsets.c
 	$(PYTHON) -m venv $(DEMO_VENV)
 	$(DEMO_VENV)/bin/pip install -q --upgrade pip
 	$(DEMO_VENV)/bin/pip install -q -e .
@@ -88,6 +88,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/streams_userdata.py
 	$(BIN)/python bench/records.py
 	$(BIN)/python bench/assignor.py --quick
+
+# `kprotocol offsets decode` beside Kafka's kafka-dump-log on the same generated segments (a few minutes).
+.PHONY: bench-offsets
+bench-offsets: $(STAMP)
+	$(BIN)/python bench/offsets.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info
