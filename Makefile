@@ -7,7 +7,7 @@ JOBS   ?= 2
 DEMO_VENV  := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo demo-spark test test-migration kafka generate check-generated bench fuzz fuzz-asan fuzz-coordinator clean prereqs prereqs-demo
+.PHONY: demo demo-spark test test-migration test-gateway-cluster kafka generate check-generated bench fuzz fuzz-asan fuzz-coordinator clean prereqs prereqs-demo
 
 FAMILY  ?= records
 SECONDS ?= 60
@@ -53,6 +53,12 @@ test: prereqs
 test-migration: prereqs
 	@$(MAKE) --no-print-directory $(STAMP)
 	KPROTOCOL_MIGRATION=matrix $(BIN)/python -m pytest -q -s -n 0 tests/test_migration_apps.py
+
+# The gateway in front of a three-node SASL_SSL cluster: a Streams migration across node restarts and leader
+# moves, metrics scraped throughout (tests/test_kafka_cluster.py). A few minutes.
+test-gateway-cluster: prereqs
+	@$(MAKE) --no-print-directory $(STAMP)
+	KPROTOCOL_CLUSTER=1 $(BIN)/python -m pytest -q -s -n 0 tests/test_kafka_cluster.py
 
 kafka: $(STAMP)
 	$(BIN)/python -m kprotocol kafka broker
