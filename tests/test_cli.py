@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 import subprocess
 import sys
+import time
 
 from conftest import ROOT
+from kprotocol.registry import message_class
 
 
 def kprotocol(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -120,3 +122,18 @@ def test_assign_of_a_binary_file_is_one_line(tmp_path: Path) -> None:
     result = kprotocol("assign", str(binary))
     assert result.returncode == 2 and result.stderr.startswith(f"kprotocol: error: {binary}: not JSON: ")
     assert result.stderr.count("\n") == 1
+
+
+def test_streams_groups_describe_of_a_missing_group_exits_1_in_both_formats(kafka_broker) -> None:
+    base = ["streams-groups", "describe", "--bootstrap-server", kafka_broker.bootstrap, "--group", "nosuch-group"]
+    with kafka_broker.connect() as conn:  # as clients do first: a new cluster creates __consumer_offsets then
+        conn.send(message_class("FindCoordinatorRequest")(key_type=0, coordinator_keys=["nosuch-group"]))
+    deadline = time.monotonic() + 60
+    while "COORDINATOR" in (table := kprotocol(*base)).stderr and time.monotonic() < deadline:
+        time.sleep(1)  # the group coordinator is still loading
+    as_json = kprotocol(*base, "--format", "json")
+    for result in (table, as_json):
+        assert result.returncode == 1, result.stderr
+        assert result.stderr == "kprotocol: group nosuch-group: GROUP_ID_NOT_FOUND (69): Group nosuch-group not found.\n"
+    doc = json.loads(as_json.stdout)  # the answer itself is still printed, one compact line
+    assert as_json.stdout.count("\n") == 1 and doc["groups"][0]["errorCode"] == 69
