@@ -372,17 +372,19 @@ class StreamsGroupCoordinator:
             changes.update(active_tasks=_wire(ids, reconciled.assigned.active),
                            standby_tasks=_wire(ids, reconciled.assigned.standby),
                            warmup_tasks=_wire(ids, reconciled.assigned.warmup))
-            if reconciled.user_endpoint is not None:
-                endpoint_epoch += 1
+        if reconciled.user_endpoint is not None and (reconciled.user_endpoint != member.user_endpoint
+                                                     or reconciled.assigned != member.assigned):
+            endpoint_epoch += 1  # what others know of this member's endpoint changed
+        # Kafka counts on the group object of the request, which a new group does not keep (one replacing
+        # a classic group answers with the count all the same). The count is no record: it stays even when
+        # mapping the endpoints below fails the heartbeat.
+        if existed:
+            group.endpoint_information_epoch = endpoint_epoch
         if endpoint_epoch != req.endpoint_information_epoch:
             changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, topology, configured,
                                                                      response_cls)
-        # Kafka counts on the group object of the request, which a new group does not keep (one replacing
-        # a classic group answers with the count all the same)
         if existed or replacing:
             changes["endpoint_information_epoch"] = endpoint_epoch
-        if existed:
-            group.endpoint_information_epoch = endpoint_epoch
         if configured.status is not None:
             hb.statuses.append(configured.status)
             self.internal_topics_to_create.update(configured.to_create)
@@ -485,7 +487,9 @@ class StreamsGroupCoordinator:
                                                              f"epoch {epoch}: {exc}") from exc
         else:
             targets = {m: EMPTY for m in members}
-        for member_id in hash_order(members):  # Kafka writes them in its hash map's order
+        # Kafka writes them in the order of a HashMap filled from its table of members, then new members
+        filled = [m for m in group.member_order if m in members] + [m for m in members if m not in group.members]
+        for member_id in hash_order(filled):
             new = targets.get(member_id, EMPTY)
             if member_id not in previous or previous[member_id] != new:
                 records.append(rec.target_member(group.group_id, member_id, new))
@@ -513,15 +517,21 @@ class StreamsGroupCoordinator:
 
     def _partitions(self, tasks: Mapping[str, frozenset[int]], subtopologies: Mapping[str, Any],
                     configured: Configured | None, response_cls: Any) -> list[Any]:
-        by_topic: dict[str, set[int]] = {}
-        for sub, parts in tasks.items():
+        """A member's partitions per input topic, as Kafka 4.4 lists them: per subtopology (Kafka walks an
+        unmodifiable map, in an order salted per JVM: here by id), its topics in a Java HashSet's order, the
+        task numbers as they are, cut to the first ones when the topic has fewer partitions."""
+        out = []
+        counts = {**(configured.partitions if configured else {}), **self.topics}
+        for sub in sorted(tasks):
             s = subtopologies.get(sub)
             if s is None:
                 continue
-            for topic in [*s.source_topics, *(t.name for t in s.repartition_source_topics)]:
-                count = self.topics.get(topic, (configured.partitions if configured else {}).get(topic, 0))
-                by_topic.setdefault(topic, set()).update(p for p in parts if p < count)
-        return [response_cls.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items()) if ps]
+            parts = sorted(tasks[sub])
+            for topic in hash_order([*s.source_topics, *(t.name for t in s.repartition_source_topics)]):
+                if topic not in counts:  # Kafka: IllegalStateException, the heartbeat fails without a message
+                    raise CoordinatorError(UNKNOWN_SERVER_ERROR)
+                out.append(response_cls.TopicPartition(topic=topic, partitions=parts[:counts[topic]]))
+        return out
 
     # --- leaving and fencing ------------------------------------------------------------------
 
@@ -686,7 +696,7 @@ class StreamsGroupCoordinator:
             group = self.groups.get(g.group_id) or StreamsGroup(g.group_id)
             try:
                 member_id = getattr(g, "member_id", None)
-                if member_id is not None or g.member_epoch >= 0:
+                if group.exists and (member_id is not None or g.member_epoch >= 0):  # a streams group's member
                     member = _member_or_throw(group, member_id or "")
                     if g.member_epoch != member.member_epoch:
                         raise CoordinatorError(STALE_MEMBER_EPOCH, f"The received member epoch {g.member_epoch} "
@@ -745,7 +755,7 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
 
 
 _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "configured", "topics_version", "session_deadlines",
-               "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by", "endpoint_information_epoch")
+               "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
 
 
 def _soft_state(group: StreamsGroup) -> dict[str, Any]:
@@ -860,9 +870,7 @@ def _wire(cls: Any, tasks: Mapping[str, frozenset[int]], sort: bool = False) -> 
 
 
 def _requested(group: StreamsGroup, topics: Iterable[Any] | None, field_name: str) -> list[tuple[str, list[int]]]:
+    """The topics and partitions a fetch asks for; every committed one (in Kafka's order) when it names none."""
     if topics is None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(group.offsets):
-            by_topic.setdefault(topic, []).append(partition)
-        return list(by_topic.items())
+        return [(t, list(group.offset_order[t])) for t in group.topic_order]
     return [(t.name, list(getattr(t, field_name))) for t in topics]

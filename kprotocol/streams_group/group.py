@@ -42,6 +42,8 @@ class StreamsGroup:
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
     owners: Owners = field(default_factory=Owners)
     member_order: TimelineOrder = field(default_factory=TimelineOrder)  # Kafka's iteration order of members
+    offset_order: dict[str, TimelineOrder] = field(default_factory=dict)  # topics and their partitions, as
+    topic_order: TimelineOrder = field(default_factory=TimelineOrder)     # Kafka iterates a group's offsets
     exists: bool = False
     # soft state
     configured: Configured | None = None
@@ -77,10 +79,19 @@ class StreamsGroup:
         if record.type_id == 1:
             entry = (key.topic, key.partition)
             if value is None:
-                self.offsets.pop(entry, None)
+                if self.offsets.pop(entry, None) is not None:
+                    partitions = self.offset_order[key.topic]
+                    partitions.remove(key.partition)
+                    if not partitions:
+                        del self.offset_order[key.topic]
+                        self.topic_order.remove(key.topic)
             else:
                 self.offsets[entry] = OffsetEntry(value.offset, value.leader_epoch, value.metadata,
                                                   value.commit_timestamp, value.expire_timestamp)
+                if key.topic not in self.offset_order:
+                    self.offset_order[key.topic] = TimelineOrder()
+                    self.topic_order.add(key.topic)
+                self.offset_order[key.topic].add(key.partition)
         elif name == "StreamsGroupMetadataKey":
             if value is None:
                 self.exists = False

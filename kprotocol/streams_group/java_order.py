@@ -32,25 +32,26 @@ _FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.fin
 
 
 class TimelineOrder:
-    """The iteration order of Kafka's `TimelineHashMap` keyed by strings (its `BaseHashTable`): a slot
+    """The iteration order of Kafka's `TimelineHashMap` keyed by strings or ints (its `BaseHashTable`): a slot
     per key from the high bits of a Fibonacci hash; colliding keys in insertion order; the table
     doubles when more than 3/4 full (counting the key being added) and never shrinks."""
 
     __slots__ = ("slots",)
 
     def __init__(self) -> None:
-        self.slots: list[list[str]] = [[], []]
+        self.slots: list[list[str | int]] = [[], []]
 
     def copy(self) -> TimelineOrder:
         other = TimelineOrder()
         other.slots = [list(s) for s in self.slots]
         return other
 
-    def _slot(self, key: str) -> int:
+    def _slot(self, key: str | int) -> int:
         shift = 65 - len(self.slots).bit_length()
-        return ((java_string_hash(key) * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
+        code = java_string_hash(key) if isinstance(key, str) else key  # Integer.hashCode is the value
+        return ((code * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
 
-    def add(self, key: str) -> None:
+    def add(self, key: str | int) -> None:
         if key in self.slots[self._slot(key)]:
             return
         size = sum(len(s) for s in self.slots)
@@ -61,10 +62,13 @@ class TimelineOrder:
                     self.slots[self._slot(k)].append(k)
         self.slots[self._slot(key)].append(key)
 
-    def remove(self, key: str) -> None:
+    def remove(self, key: str | int) -> None:
         keys = self.slots[self._slot(key)]
         if key in keys:
             keys.remove(key)
 
-    def __iter__(self) -> Iterator[str]:
+    def __bool__(self) -> bool:
+        return any(self.slots)
+
+    def __iter__(self) -> Iterator[str | int]:
         return (k for keys in self.slots for k in keys)
