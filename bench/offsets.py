@@ -84,7 +84,9 @@ def _commit(group: str, topic: str, partition: int, offset: int, at: int, topic_
 
 
 def generate_mix(path: Path, size: int, seed: int = 25) -> int:
-    """The mixed segment of about `size` bytes; its record count."""
+    """The mixed segment of about `size` bytes; its record count. Per event: an offset commit (93%),
+    a transactional one with its marker (1%), four records of a consumer group (3%) or of a streams
+    group (3%), a classic Streams group's GroupMetadata (0.5%, a rebalance: about 6 KB with userdata)."""
     rng = random.Random(seed)
     templates = _templates()
     groups = [f"app-{i:03d}" for i in range(300)]
@@ -98,11 +100,11 @@ def generate_mix(path: Path, size: int, seed: int = 25) -> int:
             group = rng.choice(groups)
             event = rng.random()
             producer_id, transactional = -1, False
-            if event < 0.04:
+            if event < 0.005:
                 pairs = [(_renamed(t, k, group), v) for t, k, v in [rng.choice(templates["classic"])]]
-            elif event < 0.07:
+            elif event < 0.035:
                 pairs = [(_renamed(t, k, group), v) for t, k, v in rng.sample(templates["consumer"], 4)]
-            elif event < 0.10:
+            elif event < 0.065:
                 pairs = [(_renamed(t, k, group), v) for t, k, v in rng.sample(templates["streams"], 4)]
             else:
                 topic, topic_id = topics[group]
@@ -156,6 +158,22 @@ def timed(command: list[str], output: Path) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def composition(path: Path) -> str:
+    """Records and bytes of each kind of record in a segment."""
+    records: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for batch in read_segment(path):
+        for record in batch.records:
+            kind = "marker" if batch.is_control else "commit" if record.key[1] in (0, 1) else \
+                "classic GroupMetadata" if record.key[1] == 2 else "consumer group" if record.key[1] in CONSUMER_TYPES \
+                else "streams group"
+            records[kind] = records.get(kind, 0) + 1
+            sizes[kind] = sizes.get(kind, 0) + len(record.key) + len(record.value or b"")
+    total, size = sum(records.values()), sum(sizes.values())
+    return ", ".join(f"{kind} {records[kind] / total:.1%} of records ({sizes[kind] / size:.0%} of bytes)"
+                     for kind in sorted(records, key=records.get, reverse=True))
+
+
 def _count(path: Path, prefix: bytes | None = None) -> int:
     with path.open("rb") as lines:
         return sum(1 for line in lines if prefix is None or line.startswith(prefix))
@@ -194,6 +212,7 @@ def main() -> None:
             segment.parent.mkdir(parents=True)
             records = (generate_mix if name == "mix" else generate_tiled)(segment, args.size_mb << 20)
             mib = segment.stat().st_size / (1 << 20)
+            print(f"{name}: {composition(segment)}")
             for tool, (wall, cpu, out_size) in measure(name, segment, records, args.runs, work).items():
                 rows.append((name, mib, records, tool, wall, cpu, out_size))
             segment.unlink()
