@@ -152,9 +152,13 @@ class Gateway:
             self.brokers.local_port[node_id] = server.sockets[0].getsockname()[1]
         return self.brokers.local(node_id)  # type: ignore[return-value]
 
-    async def close(self) -> None:
+    async def close(self, drain_s: float = 5.0) -> None:
+        """Stop listening, give the answers owed to clients up to `drain_s` to go out, then close."""
         for server in self.servers:
             server.close()
+        deadline = time.monotonic() + drain_s
+        while any(s.owed for s in self.admission.open) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         for task in list(self.connections):
             task.cancel()
         await asyncio.gather(*self.connections, return_exceptions=True)
@@ -183,6 +187,8 @@ class Gateway:
             return
         try:
             await session.run()
+        except asyncio.CancelledError:
+            writer.close()  # the gateway is closing: not an error of this connection's
         finally:
             self.admission.release(session)
 
