@@ -124,8 +124,8 @@ class Twin:
         values.update(fields)
         return HB(**values)
 
-    def send(self, request: Any) -> tuple[dict, dict]:
-        version = self.conn.version_for(type(request))
+    def send(self, request: Any, version: int | None = None) -> tuple[dict, dict]:
+        version = self.conn.version_for(type(request)) if version is None else version
         self.sync_topics()
         now = self.now()
         self.records += self.coordinator.poll(now)[0]  # as a shell would at the coordinator's deadlines

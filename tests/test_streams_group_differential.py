@@ -1,0 +1,145 @@
+"""The streams-group coordinator against Apache Kafka 4.4's broker: the behaviours of issue 21, each
+sent to both and compared field by field (records too), then a bounded run of the differential fuzzer
+(tests/coordinator_fuzz.py; `make fuzz-coordinator SECONDS=...` runs it longer) and of the migration
+coordinator's invariants (tests/compat_fuzz.py)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from compat_fuzz import run_migration
+from coordinator_fuzz import run_differential
+from kprotocol.registry import message_class
+from streams_conformance import Twin, comparable, topology
+from test_streams_group_conformance import check_records, same
+
+LEAVE = message_class("LeaveGroupRequest")
+COMMIT = message_class("OffsetCommitRequest")
+DESCRIBE = message_class("StreamsGroupDescribeRequest")
+FUZZ_SEQUENCES, FUZZ_STEPS = 4, 15  # in `make test`: about 20 s against the shared broker
+
+
+def twin(broker, **configs) -> tuple[Twin, str, str]:
+    group = f"differential-{uuid.uuid4().hex[:8]}"
+    t = Twin(broker, group, configs)
+    t.create_topic(f"{group}-input", 4)
+    return t, group, f"{group}-input"
+
+
+def check_group_records(t: Twin, group: str) -> None:
+    t.group_id = group
+    ours, theirs = [comparable(r) for r in t.records if r.group_id == group], [comparable(r) for r in t.broker_records()]
+    assert ours == theirs
+
+
+def test_a_fenced_member_rejoins_at_epoch_zero_with_its_member_id(kafka_broker) -> None:
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    same(*t.heartbeat("m1", 0, topology=topo))
+    same(*t.heartbeat("m1"))
+    same(*t.heartbeat("m2", 0, topology=topo))
+    for _ in range(3):                                   # m1 gives up half its tasks: epochs move on
+        same(*t.heartbeat("m1"))
+        same(*t.heartbeat("m2"))
+    same(*t.heartbeat("m1", 1))                          # a stale epoch: FENCED_MEMBER_EPOCH
+    same(*t.heartbeat("m1", 0, topology=topo))           # rejoins as the Java client does: accepted as it is
+    same(*t.heartbeat("m1"))
+    same(*t.describe())
+    check_records(t)
+
+
+def test_a_static_member_that_left_with_minus_two_expires_at_its_session_time_out(kafka_broker) -> None:
+    t, group, source = twin(kafka_broker, **{"streams.session.timeout.ms": "1500",
+                                             "streams.heartbeat.interval.ms": "500"})
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    same(*t.heartbeat("s1", 0, instance_id="i1", topology=topo))
+    same(*t.heartbeat("m2", 0, topology=topo))
+    same(*t.heartbeat("s1", instance_id="i1"))
+    same(*t.heartbeat("m2"))
+    same(*t.heartbeat("s1", -2, instance_id="i1"))       # leaves for a while and never comes back
+    left = time.monotonic()
+    for at in (0.3, 0.6, 0.9, 1.2, 2.2, 2.5):            # m2 heartbeats; never within 0.3 s of s1's expiry
+        time.sleep(max(0.0, left + at - time.monotonic()))
+        same(*t.heartbeat("m2"))
+    t.poll()
+    same(*t.describe())                                  # s1 is gone, its tasks went to m2
+    same(*t.heartbeat("m2"))
+    check_records(t)
+
+
+def test_describing_a_group_that_is_not_a_streams_group(kafka_broker) -> None:
+    t, group, source = twin(kafka_broker)
+    other = f"{group}-plain"
+    commit = COMMIT(group_id=other, generation_id_or_member_epoch=-1, member_id="", topics=[
+        COMMIT.OffsetCommitRequestTopic(name=source, partitions=[
+            COMMIT.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
+    broker, ours = t.send(commit, 9)                     # an admin's commit creates an empty classic group
+    same(broker, ours)
+    broker, ours = t.send(DESCRIBE(group_ids=[other]))
+    assert broker["groups"][0]["errorMessage"] == f"Group {other} is not a streams group."
+    same(broker, ours)
+    same(*t.send(t.request("m1", 3, group_id=other)))    # a heartbeat: GROUP_ID_NOT_FOUND, the same message
+    same(*t.send(t.request("m1", 0, group_id=other, topology=topology(0, [{"id": "0", "sources": [source]}]))))
+    check_group_records(t, other)                        # the join replaced the classic group: a tombstone
+
+
+def test_leave_group_naming_streams_members_answers_unknown_member_id(kafka_broker) -> None:
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    same(*t.heartbeat("m1", 0, topology=topo))
+    same(*t.heartbeat("s1", 0, instance_id="i1", topology=topo))
+    for version in range(6):
+        if version >= 3:
+            request = LEAVE(group_id=group, members=[LEAVE.MemberIdentity(member_id="m1"),
+                                                     LEAVE.MemberIdentity(member_id="s1", group_instance_id="i1"),
+                                                     LEAVE.MemberIdentity(member_id="nobody")])
+        else:
+            request = LEAVE(group_id=group, member_id="m1")
+        broker, ours = t.send(request, version)
+        same(broker, ours)
+    same(*t.send(LEAVE(group_id=f"{group}-absent", members=[LEAVE.MemberIdentity(member_id="m1")])))
+    same(*t.describe())                                  # both members are still there
+    same(*t.heartbeat("m1"))
+    check_records(t)
+
+
+@pytest.mark.parametrize("case, subtopologies", [
+    ("repartition source of -3 partitions", lambda s, g: [
+        {"id": "0", "sources": [s], "repartition_sinks": [f"{g}-r"]}, {"id": "1", "repartition_sources": {f"{g}-r": -3}}]),
+    ("co-partition group naming a missing source index", lambda s, g: [
+        {"id": "0", "sources": [s], "copartition": [[0, 3]]}]),
+    ("co-partition group of a negative index", lambda s, g: [{"id": "0", "sources": [s], "copartition": [[-1]]}]),
+    ("duplicate subtopology ids", lambda s, g: [{"id": "0", "sources": [s]}, {"id": "0", "sources": [s]}]),
+    ("a subtopology without sources", lambda s, g: [{"id": "0"}]),
+    ("a repartition source never written", lambda s, g: [
+        {"id": "0", "sources": [s]}, {"id": "1", "repartition_sources": {f"{g}-r": 0}}]),
+    ("repartition topics in a loop", lambda s, g: [
+        {"id": "0", "repartition_sources": {f"{g}-a": 0}, "repartition_sinks": [f"{g}-b"]},
+        {"id": "1", "repartition_sources": {f"{g}-b": 0}, "repartition_sinks": [f"{g}-a"]}]),
+    ("invalid topic names", lambda s, g: [{"id": "0", "sources": ["a b", s], "repartition_sinks": ["b?"],
+                                           "changelogs": ["d/"]}, {"id": "1", "sources": [".."]}]),
+    ("internal topics", lambda s, g: [{"id": "0", "sources": ["__consumer_offsets", s],
+                                       "changelogs": ["__transaction_state"]}]),
+])
+def test_invalid_topologies_get_the_brokers_error_and_change_nothing(kafka_broker, case, subtopologies) -> None:
+    t, group, source = twin(kafka_broker)
+    broker, ours = t.send(t.request("m1", 0, topology=topology(0, subtopologies(source, group))))
+    assert broker["errorCode"] != 0, case
+    same(broker, ours)
+    assert t.coordinator.groups == {}, "a refused join leaves no group behind"
+    same(*t.describe())
+    same(*t.heartbeat("m1", 0, topology=topology(0, [{"id": "0", "sources": [source]}])))  # then a valid one
+    check_records(t)
+
+
+def test_differential_fuzzing_bounded(kafka_broker) -> None:
+    """FUZZ_SEQUENCES random sequences (derandomized) of up to FUZZ_STEPS rules, against the broker."""
+    exchanges = run_differential(kafka_broker, FUZZ_SEQUENCES, FUZZ_STEPS, shrink=False, derandomize=True)
+    assert exchanges >= FUZZ_SEQUENCES, "the sequences compared hardly anything"
+
+
+def test_migration_coordinator_invariants_bounded() -> None:
+    run_migration(examples=40, steps=30)
