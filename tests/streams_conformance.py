@@ -88,10 +88,10 @@ class Twin:
         self.broker.create_topic(name, partitions)
         self.wait_for_topics([name])
 
-    def wait_for_topics(self, names: list[str]) -> None:
+    def wait_for_topics(self, names: list[str], settle_s: float = 0.5) -> None:
         for _ in range(200):
             if set(names) <= set(self.broker_topics()):
-                time.sleep(0.5)  # the group coordinator's metadata image follows the broker's a moment later
+                time.sleep(settle_s)  # the group coordinator's metadata image follows the broker's a moment later
                 return
             time.sleep(0.05)
         raise AssertionError(f"topics {names} did not appear")

@@ -33,8 +33,8 @@ _FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.fin
 
 class TimelineOrder:
     """The iteration order of Kafka's `TimelineHashMap` keyed by strings or ints (its `BaseHashTable`): a slot
-    per key from the high bits of a Fibonacci hash; colliding keys in insertion order; the table
-    doubles when more than 3/4 full (counting the key being added) and never shrinks."""
+    per key from the high bits of a Fibonacci hash, colliding keys kept in insertion order and iterated
+    last first; the table doubles when more than 3/4 full (counting the key being added), never shrinks."""
 
     __slots__ = ("slots",)
 
@@ -71,4 +71,4 @@ class TimelineOrder:
         return any(self.slots)
 
     def __iter__(self) -> Iterator[str | int]:
-        return (k for keys in self.slots for k in keys)
+        return (k for keys in self.slots for k in reversed(keys))
