@@ -18,7 +18,7 @@ from pathlib import Path
 from kprotocol.errors import DecodeError
 from kprotocol.fuzz.targets import FAMILIES
 
-MAX_LEN = {"captures": 8192, "records": 16384}  # whole captures and segments: small enough for many runs
+MAX_LEN = {"captures": 8192, "records": 16384, "managed": 1024}  # whole captures and segments: small enough for many runs
 
 
 def main() -> None:

@@ -252,6 +252,8 @@ def gateway_seeds() -> Iterator[bytes]:
             yield (b"\x00" if path.name.endswith(".client.bin") else b"\x02") + frame
 
 
+from kprotocol.fuzz.managed import managed, managed_seeds  # noqa: E402  (it reads FIXTURES from here)
+
 Target = Callable[[bytes], None]
 FAMILIES: dict[str, tuple[Target, Callable[[], Iterator[bytes]]]] = {
     "messages": (messages, message_seeds),
@@ -261,4 +263,5 @@ FAMILIES: dict[str, tuple[Target, Callable[[], Iterator[bytes]]]] = {
     "coordinator": (coordinator, coordinator_seeds),
     "captures": (captures, capture_seeds),
     "gateway": (gateway, gateway_seeds),
+    "managed": (managed, managed_seeds),  # the gateway's managed-group requests, mutated field by field
 }
