@@ -131,8 +131,9 @@ def test_cli_under_spark_submit_and_report(tmp_path) -> None:
                            str(script), "offsets", str(OFFSETS), "--out", str(out), "--split-mb", "0.001",
                            "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1, done.stderr[-3000:]  # OFFSETS holds damaged segments: exit 1 and one line
-    assert "problem(s) in the input (what does not decode): see the problems table in" in done.stderr
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    # spark-submit runs the Python driver with its stderr merged into its stdout
+    assert "problem(s) in the input (what does not decode): see the problems table in" in done.stdout
+    summary = json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
     assert summary["records"] == len(_rows(out, "records")) and summary["splits"] > 4
     report = tmp_path / "report.html"
     assert cli_main(["report", str(out), "--out", str(report)]) == 0
