@@ -89,6 +89,17 @@ fuzz-asan: $(STAMP)
 fuzz-coordinator: $(STAMP)
 	$(BIN)/python tests/coordinator_fuzz.py --seconds $(SECONDS)
 
+# The gateway under hostile clients (issue 24), the long battery: a client that never reads, a 2 MB request,
+# a flood of idle connections, a broker going away; real broker, a good client running (a few minutes).
+.PHONY: test-gateway-hostile fuzz-managed
+test-gateway-hostile: $(STAMP)
+	$(BIN)/python -m pytest -q -s -n 0 tests/gateway_hostile_battery.py
+
+# The gateway's managed-group request path fed field-level mutations of valid requests (RUNS executions).
+RUNS ?= 1000000
+fuzz-managed: $(STAMP)
+	$(BIN)/python -m kprotocol.fuzz managed --runs $(RUNS) --seconds 0
+
 bench: $(STAMP)
 	$(BIN)/python bench/codec.py
 	$(BIN)/python bench/streams_userdata.py
