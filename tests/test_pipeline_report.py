@@ -137,8 +137,8 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_the_html_renders_in_a_headless_browser(report: tuple[Path, str], tmp_path: Path) -> None:
+    assert shutil.which("chromium"), "Debian's chromium is needed (apt-get install chromium; make prereqs says so)"
     _, page = report
     assert "<script" not in page  # the report is static: the check below is added to a copy only
     copy = tmp_path / "checked.html"
@@ -212,3 +212,13 @@ def test_exchanges_name_their_error_codes(report: tuple[Path, str]) -> None:
     assert any(r["error_codes"] for r in rows)
     assert all(r["error_names"] == [error_name(c) for c in r["error_codes"]] for r in rows)
     assert {n for r in rows for n in r["error_names"]} >= {"MEMBER_ID_REQUIRED"}
+
+
+def test_streams_assignor_errors_are_named() -> None:
+    from kprotocol.pipeline.report import _latest_assignments
+
+    member = {"member_id": "m", "left": False, "record_timestamp": 1, "record_offset": 1, "assigned_active": ["0_0"],
+              "assigned_partitions": None, "process_id": "p", "client_id": "c", "generation": 3,
+              "assigned_standby": [], "assigned_warmup": [], "protocol": "classic"}
+    assert _latest_assignments([{**member, "error_code": 4}], [])[0][-1] == "SHUTDOWN_REQUESTED (4)"
+    assert _latest_assignments([{**member, "error_code": 0}], [])[0][-1] == ""

@@ -30,6 +30,9 @@ Row = dict[str, Any]
 # The exchanges that tell how a group's members join, sync and keep their membership.
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "ConsumerGroupHeartbeat", "StreamsGroupHeartbeat",
               "ShareGroupHeartbeat")
+# Kafka Streams' AssignmentInfo errCode (the assignor's verdict, not a Kafka protocol error code).
+ASSIGNOR_ERRORS = {1: "INCOMPLETE_SOURCE_TOPIC_METADATA", 2: "VERSION_PROBING", 3: "ASSIGNMENT_ERROR",
+                   4: "SHUTDOWN_REQUESTED"}
 BAR, ASSIGNED, MOVED, SPAN, EDGE = "#9db4d0", "#2c3e50", "#c0392b", "#f5b041", "#d35400"
 
 
@@ -102,10 +105,12 @@ def _legend(axis: Any) -> None:
     from matplotlib.patches import Patch
 
     handles = [Line2D([], [], color=BAR, linewidth=6, label="member in the group"),
-               Line2D([], [], color=ASSIGNED, marker="o", linestyle="", label="assignment received (active/standby/warm-up)"),
+               Line2D([], [], color=ASSIGNED, marker="o", linestyle="",
+                      label="assignment received (active/standby/warm-up)"),
                Line2D([], [], color=MOVED, marker="o", linestyle="", label="... with active tasks moved in"),
                Patch(color=SPAN, alpha=0.25, label="rebalance (epoch bump to all members at it)"),
-               Line2D([], [], color=EDGE, linestyle="--", linewidth=0.8, label="rebalance completed (generation/epoch)")]
+               Line2D([], [], color=EDGE, linestyle="--", linewidth=0.8,
+                      label="rebalance completed (generation/epoch)")]
     axis.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 
 
@@ -243,7 +248,12 @@ def _latest_assignments(members: list[Row], rebalances: list[Row],
     return [[mid, (info.get(mid) or m)["process_id"], (info.get(mid) or m)["client_id"], m["generation"],
              " ".join(m["assigned_active"] or []) or _named(m["assigned_partitions"], m["protocol"], names or {}),
              " ".join(m["assigned_standby"] or []),
-             " ".join(m["assigned_warmup"] or [])] for mid, m in sorted(latest.items())]
+             " ".join(m["assigned_warmup"] or []), _assignor_error(m["error_code"])]
+            for mid, m in sorted(latest.items())]
+
+
+def _assignor_error(code: int | None) -> str:
+    return "" if not code else f"{ASSIGNOR_ERRORS.get(code, 'UNKNOWN')} ({code})"
 
 
 def _latest_offsets(offsets: list[Row]) -> list[list[Any]]:
@@ -321,7 +331,8 @@ def _log_sections(g: str, picture: bytes, members: list[Row], group_rebalances: 
                      r["duration_ms"], r["trigger"], len(r["members_after"] or []), r["tasks_moved"],
                      r["warmup_tasks"], r["probing"]] for r in group_rebalances]),
             "<h3>Latest assignment</h3>",
-            _table(["member", "process", "client", "generation/epoch", "active", "standby", "warm-up"],
+            _table(["member", "process", "client", "generation/epoch", "active", "standby", "warm-up",
+                    "Streams assignor error"],
                    _latest_assignments(members, group_rebalances, names)),
             *_id_note(_unnamed_ids(members, names)),
             "<h3>Committed offsets</h3>",
