@@ -16,9 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from kprotocol import encode_response, message_class
-from kprotocol.capture.decode import decode_capture
+import pytest
+
+from kprotocol import encode_request, encode_response, message_class
+from kprotocol.capture.decode import decode_capture, decode_segments
 from kprotocol.capture.exchanges import MAX_ORPHANS, Connection
+from kprotocol.capture.segments import TcpSegment
 
 SCALE = bool(os.environ.get("KPROTOCOL_SCALE"))
 MEASURE = """
@@ -141,3 +144,52 @@ def test_pcapng_interface_blocks_take_linear_time(tmp_path: Path) -> None:
     assert list(decoded) == [] and decoded.problems == [] and decoded.packets == 1
     assert decoded.connections == 1  # the SYN on the last interface (raw IP, milliseconds) was read
     assert time.process_time() - start < 8
+
+
+def _kafka_and_noise(noise_per_packet: int, idle_after: int | None = None) -> list[TcpSegment]:
+    """A Kafka connection of five exchanges, each packet followed by SYNs of one-packet connections;
+    with `idle_after`, the capture clock jumps 11 minutes after that many exchanges."""
+    client, server = ("10.0.0.1", 50000), ("10.0.0.2", 9092)
+    items: list = []
+    seq = {client: 1000, server: 5000}
+    clock = [1.0]
+
+    def add(src: tuple[str, int], dst: tuple[str, int], payload: bytes, flags: int = 0x18) -> None:
+        items.append(TcpSegment(len(items) + 1, clock[0], *src, *dst, seq[src], 0, flags, payload))
+        seq[src] += len(payload) + (flags & 0x02 != 0)
+        for _ in range(noise_per_packet):
+            n = len(items)
+            items.append(TcpSegment(n + 1, clock[0], f"10.1.{n >> 8 & 255}.{n & 255}", 40000 + n % 20000,
+                                    *server, n, 0, 0x02, b""))
+
+    add(client, server, b"", 0x02)
+    add(server, client, b"", 0x12)
+    for i in range(5):
+        if idle_after is not None and i == idle_after:
+            clock[0] += 660
+        header = message_class("RequestHeader")(request_api_key=3, request_api_version=12, correlation_id=i,
+                                                client_id="c")
+        add(client, server, encode_request(header, message_class("MetadataRequest")(topics=())))
+        add(server, client, encode_response(message_class("ResponseHeader")(correlation_id=i),
+                                            message_class("MetadataResponse")(cluster_id="k"), 12))
+    return items
+
+
+def test_only_the_least_recently_active_connections_are_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kprotocol.capture.decode.MAX_OPEN", 20)
+    decoded = decode_segments(_kafka_and_noise(10))
+    exchanges = [e.to_json() for e in decoded]
+    assert [e["correlationId"] for e in exchanges] == [0, 1, 2, 3, 4]
+    assert all(e["response"] is not None and "noResponse" not in e for e in exchanges)
+    assert decoded.connections == 1 + 12 * 10 and not decoded.problems and not decoded.orphans
+    assert len(decoded._recent) <= 21 and len(decoded._table) <= 42  # the rest settled as they went
+
+
+def test_a_connection_idle_longer_than_kafka_keeps_one_is_settled() -> None:
+    decoded = decode_segments(_kafka_and_noise(1, idle_after=2))
+    exchanges = [e.to_json() for e in decoded]
+    # after 11 idle minutes the connection was settled: its later packets start a new one (no SYN),
+    # found again by resynchronising on the next request
+    assert [e["correlationId"] for e in exchanges] == [0, 1, 2, 3, 4]
+    assert exchanges[2]["requestAfterResync"] and all(e["response"] is not None for e in exchanges)
+    assert decoded.connections == 2 + 12
