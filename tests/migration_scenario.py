@@ -41,6 +41,7 @@ WORDS = 60
 
 COUNT_APP_SHAPES = {"count", "stateless", "join"}  # the project's Streams app (CountApp) topologies
 KEYS = 40
+TAIL = b"tail"  # records sent after the counted ones (never counted)
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,16 @@ class Feed:
         return self
 
     def stop(self) -> list[tuple[bytes | None, bytes]]:
+        """Stop the counted records, then send uncounted ones to every partition for a few seconds: an
+        application punctuating on stream time (WordCountProcessorDemo) emits the last counts only
+        when its stream time moves on."""
         self._stop.set()
         self._thread.join(60)
+        for _ in range(30):
+            for partition in range(PARTITIONS):
+                self.producer.send(self.workload.source, key=TAIL, value=TAIL, partition=partition)
+            time.sleep(0.1)
+        self.producer.flush()
         self.producer.close()
         return self.sent
 
