@@ -185,8 +185,10 @@ def test_consumer_protocol_topics_are_named_from_the_metadata_log(report: tuple[
     shutil.copytree(DATA, data)
     (data / "__cluster_metadata-0").mkdir()
     raw = base64.urlsafe_b64decode(topic_id + "==")
-    (data / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(
-        _metadata_segment({"data": raw, "other": bytes(range(16))}))
+    (data / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(_metadata_segment({"data": raw}))
+    # A topic known only from a snapshot (its TopicRecord's segment since deleted), behind a zero tail.
+    (data / "__cluster_metadata-0" / "00000000000000000001-0000000001.checkpoint").write_bytes(
+        _metadata_segment({"other": bytes(range(16))}) + bytes(64))
     tables = tmp_path / "tables"
     shutil.copytree(out, tables)
     assert write_topic_names([str(data)], str(tables)) == 2
