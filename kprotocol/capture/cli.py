@@ -2,7 +2,8 @@
 
 `decode` writes one JSON line per exchange (ordered by connection, then request order);
 `summary` prints a table per connection and API. Both report orphan responses and problems
-(gaps, unframed bytes, damaged packets) on stderr and exit 1 when there was any.
+(gaps, unframed bytes, damaged packets) on stderr and exit 1 when there was any; a capture with no
+connection on the given ports gets a line naming the ports its Kafka requests go to.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from kprotocol.toolchain.broker import KafkaBroker
 from kprotocol.toolchain.maven import ToolchainError, kafka_libs, kafka_version, legacy_streams_libs, \
     legacy_streams_versions, project_jar
 from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.interrupts import INTERRUPTED
 
-INTERRUPTED = 130  # as a shell reports a command that SIGINT ended
 CLEAN_EXITS = (0, 143)  # the JVM's exit status after a clean shutdown on SIGTERM is 128 + 15
 
 
@@ -48,7 +48,7 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"kprotocol: the broker exited by itself (exit {code}); its log: {broker.log_path}", file=sys.stderr)
         return 1
     code = broker.stop()
-    print("broker stopped" if code in CLEAN_EXITS else f"broker stopped (exit {code}); its log: {broker.log_path}")
+    print("broker stopped" if code in CLEAN_EXITS else f"broker stopped (exit {code})")
     return 0
 
 
