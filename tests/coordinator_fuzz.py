@@ -582,6 +582,19 @@ def run_differential(broker: Any, examples: int, steps: int, shrink: bool = True
     return Differential.total_exchanges - before
 
 
+def _start_broker(attempts: int = 3) -> Any:
+    """A broker of the fuzzer's own (a loaded host may miss the start-up time-out: tried again)."""
+    from kprotocol.toolchain import KafkaBroker, ToolchainError
+
+    for attempt in range(attempts):
+        try:
+            return KafkaBroker.start()
+        except ToolchainError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -591,12 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/fuzz/coordinator"))
     parser.add_argument("--no-compat", action="store_true", help="skip the MigrationCoordinator machine")
     args = parser.parse_args(argv)
-    from kprotocol.toolchain import KafkaBroker
-
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     sequences = exchanges = failures = flaky = 0
-    with KafkaBroker.start() as broker:
+    with _start_broker() as broker:
         while time.monotonic() - started < args.seconds:
             try:
                 exchanges += run_differential(broker, args.batch, args.steps, args.shrink)

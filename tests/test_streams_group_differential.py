@@ -19,7 +19,7 @@ from test_streams_group_conformance import check_records, same
 LEAVE = message_class("LeaveGroupRequest")
 COMMIT = message_class("OffsetCommitRequest")
 DESCRIBE = message_class("StreamsGroupDescribeRequest")
-FUZZ_SEQUENCES, FUZZ_STEPS = 4, 15  # in `make test`: about 20 s against the shared broker
+FUZZ_SEQUENCES, FUZZ_STEPS = 3, 15  # in `make test`: about 25 s against the shared broker
 
 
 def twin(broker, **configs) -> tuple[Twin, str, str]:
