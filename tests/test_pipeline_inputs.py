@@ -92,3 +92,26 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     from kprotocol.cli import COMMANDS
 
     assert all(name in listed for name in COMMANDS)
+
+
+def test_topic_names_as_kafka_reads_its_metadata_log(kafka_broker) -> None:
+    """A real broker's __cluster_metadata log: every TopicRecord Kafka's own decoder (kafka-dump-log
+    --cluster-metadata-decoder) prints gives the same id -> name."""
+    import json
+
+    from kprotocol.pipeline.topic_names import topic_names
+    from kprotocol.toolchain.broker import run_kafka_tool
+    from kprotocol.toolchain.dump_log import MAIN_CLASS
+
+    kafka_broker.create_topic("kprotocol-named-topic", partitions=2)
+    logs = sorted((kafka_broker.data_dir / "__cluster_metadata-0").glob("*.log"))
+    assert logs
+    done = run_kafka_tool(MAIN_CLASS, "--cluster-metadata-decoder", "--files", ",".join(map(str, logs)))
+    expected = {}
+    for line in done.stdout.splitlines():
+        _, _, payload = line.partition(" payload: ")
+        if '"TOPIC_RECORD"' in payload:
+            data = json.loads(payload)["data"]
+            expected[data["topicId"]] = data["name"]
+    assert "kprotocol-named-topic" in expected.values()
+    assert expected.items() <= topic_names([str(kafka_broker.data_dir)]).items()
