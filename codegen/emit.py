@@ -228,9 +228,11 @@ class ModuleEmitter:
         ops = [self.plan_op(f, i, version, self.flexible(f, version), False, self.decoders) for i, f in regular]
         ops += [f"({OP_CONST}, {i}, 0, 0, 0, -1, None, {self.default_expr(f)})"
                 for i, f in enumerate(s.fields) if not in_range(version, f.versions)]
-        ops += [f"({OP_CONST}, {i}, 0, 0, 0, -1, None, {self.default_expr(f)})" for i, f in tagged]
         ops.append(f"({OP_TAGS}, {len(s.fields)}, 0, 0, 0, -1, None, None)" if flex
                    else f"({OP_CONST}, {len(s.fields)}, 0, 0, 0, -1, None, ())")
+        # tagged fields after the section: read from their tag's bytes, their default when absent
+        ops += [self.plan_op(f, i, version, True, True, self.decoders)[:-len("None)")]
+                + f"{self.default_expr(f)}, {f.tag})" for i, f in tagged]
         fn = ["def FNAME(b: bytes, p: int) -> tuple[" + s.name + ", int]:"]
         if body:
             fn += ["    _f = ''", "    try:"] + _indent(body, 2)

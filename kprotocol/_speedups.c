@@ -23,7 +23,8 @@ typedef struct PlanObject PlanObject;
 typedef struct {
     int op, slot, kind, flex, nullable, marker;
     PlanObject *sub; /* borrowed from PlanObject.refs */
-    PyObject *value; /* borrowed from PlanObject.refs */
+    PyObject *value; /* borrowed from PlanObject.refs; a tagged field's default */
+    int tag;         /* >= 0: a tagged field, read from the tagged section (these ops follow OP_TAGS) */
 } Op;
 
 struct PlanObject {
@@ -133,7 +134,23 @@ static PyObject *read_string(const Src *s, Py_ssize_t *pos, int flex, int nullab
         Py_RETURN_NONE;
     }
     if (n > 0x7fff || *pos + n > s->len) return NULL;
-    PyObject *r = PyUnicode_DecodeUTF8((const char *)s->buf + *pos, n, NULL);
+    const unsigned char *p = s->buf + *pos;
+    Py_ssize_t i = 0;
+    uint64_t high = 0, word;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&word, p + i, 8);
+        high |= word;
+    }
+    high &= 0x8080808080808080ull;
+    while (i < n && !high) high = p[i++] & 0x80;
+    if (!high) {  /* ASCII, the usual case: copied without the UTF-8 decoder */
+        PyObject *a = PyUnicode_New(n, 127);
+        if (!a) return NULL;
+        memcpy(PyUnicode_1BYTE_DATA(a), p, n);
+        *pos += n;
+        return a;
+    }
+    PyObject *r = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
     if (!r) { PyErr_Clear(); return NULL; }
     *pos += n;
     return r;
@@ -154,6 +171,21 @@ static PyObject *read_bytes(const Src *s, Py_ssize_t *pos, int flex, int nullabl
 }
 
 static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos);
+
+/* Decoded values are immutable: a tuple (or struct) holding only values the collector does not
+ * track cannot be part of a cycle, so it is left untracked, as CPython does for plain tuples at its
+ * next collection. A message of many small structs then costs the collector nothing. */
+static inline int all_atomic(PyObject *t, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(t, i);
+        if (PyType_HasFeature(Py_TYPE(v), Py_TPFLAGS_HAVE_GC) && PyObject_GC_IsTracked(v)) return 0;
+    }
+    return 1;
+}
+
+static inline void untrack_if_atomic(PyObject *t, Py_ssize_t n) {
+    if (all_atomic(t, n)) PyObject_GC_UnTrack(t);
+}
 
 static PyObject *read_element(const Op *op, const Src *s, Py_ssize_t *pos) {
     int kind = op->kind;
@@ -184,43 +216,117 @@ static PyObject *read_array(const Op *op, const Src *s, Py_ssize_t *pos) {
         if (!v) { Py_DECREF(t); return NULL; }
         PyTuple_SET_ITEM(t, i, v);
     }
+    if (n) untrack_if_atomic(t, n);
     return t;
+}
+
+/* One field's value (every op but OP_CONST and OP_TAGS); NULL without an exception: not canonical. */
+static PyObject *read_field(const Op *op, const Src *s, Py_ssize_t *pos) {
+    PyObject *v = NULL;
+    switch (op->op) {
+    case OP_FIXED:
+        if (*pos + FIXED_SIZE[op->kind] > s->len) break;
+        v = read_fixed(op->kind, s->buf + *pos);
+        if (v) *pos += FIXED_SIZE[op->kind];
+        break;
+    case OP_STRING: v = read_string(s, pos, op->flex, op->nullable); break;
+    case OP_BYTES: v = read_bytes(s, pos, op->flex, op->nullable); break;
+    case OP_ARRAY: v = read_array(op, s, pos); break;
+    case OP_STRUCT:
+        if (op->marker >= 0) {
+            if (*pos >= s->len) break;
+            unsigned char m = s->buf[*pos];
+            if (m == op->marker) { (*pos)++; v = Py_NewRef(Py_None); break; }
+            if (m != 1) break;
+            (*pos)++;
+        }
+        v = decode_struct(op->sub, s, pos);
+        break;
+    }
+    return v;
+}
+
+#define MAX_TAGS 32
+typedef struct { uint32_t tag; Py_ssize_t start, end; } TagAt;
+
+/* The tagged section (the op at `at` is OP_TAGS): the unknown tags as ((tag, bytes), ...), where
+ * the known ones are (in `found`, for the tagged ops after it). Tags in increasing order only. */
+static PyObject *read_tags(PlanObject *pl, Py_ssize_t at, const Src *s, Py_ssize_t *pos, TagAt *found,
+                           int *nfound) {
+    if (*pos >= s->len) return NULL;
+    if (s->buf[*pos] == 0) { (*pos)++; return Py_NewRef(empty_tuple); }
+    uint32_t n;
+    if (read_uvarint(s, pos, &n) < 0 || n > s->len - *pos) return NULL;
+    PyObject *unknown = NULL;
+    int64_t last = -1;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t tag, size;
+        if (read_uvarint(s, pos, &tag) < 0 || read_uvarint(s, pos, &size) < 0 || (int64_t)tag <= last ||
+            size > s->len - *pos) goto irregular;
+        last = tag;
+        int known = 0;
+        for (Py_ssize_t j = at + 1; j < pl->nops && !known; j++)
+            known = pl->ops[j].tag >= 0 && (uint32_t)pl->ops[j].tag == tag;
+        if (known) {
+            if (*nfound == MAX_TAGS) goto irregular;
+            found[(*nfound)++] = (TagAt){tag, *pos, *pos + (Py_ssize_t)size};
+        } else {
+            if (!unknown && !(unknown = PyList_New(0))) return NULL;
+            PyObject *item = Py_BuildValue("(Iy#)", tag, (const char *)s->buf + *pos, (Py_ssize_t)size);
+            if (!item || PyList_Append(unknown, item) < 0) { Py_XDECREF(item); Py_DECREF(unknown); return NULL; }
+            Py_DECREF(item);
+        }
+        *pos += size;
+    }
+    if (!unknown) return Py_NewRef(empty_tuple);
+    PyObject *t = PyList_AsTuple(unknown);
+    Py_DECREF(unknown);
+    return t;
+irregular:
+    Py_XDECREF(unknown);
+    return NULL;
+}
+
+/* A tagged field: its default when absent, else its value read within the tag's bytes (exactly).
+ * A value equal to the default is kept as an unknown tag by the Python decoder: not canonical. */
+static PyObject *read_tagged(const Op *op, const Src *s, const TagAt *found, int nfound) {
+    for (int k = 0; k < nfound; k++) {
+        if (found[k].tag != (uint32_t)op->tag) continue;
+        Src within = {s->src, s->buf, found[k].end};
+        Py_ssize_t p = found[k].start;
+        PyObject *v = read_field(op, &within, &p);
+        if (!v) return NULL;
+        int same = p == found[k].end ? PyObject_RichCompareBool(v, op->value, Py_EQ) : 1;
+        if (same) {
+            Py_DECREF(v);
+            if (same < 0) PyErr_Clear();
+            return NULL;
+        }
+        return v;
+    }
+    return Py_NewRef(op->value);
 }
 
 /* Run the ops; NULL without an exception asks for the Python fallback. */
 static PyObject *decode_ops(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
-    PyObject *obj = pl->cls->tp_alloc(pl->cls, pl->nslots);
+    /* Allocated untracked (tracked at the end unless atomic): the plan class is a tuple subclass
+     * without __dict__ or other slots (checked in Plan_new), laid out as a tuple. */
+    PyObject *obj = (PyObject *)_PyObject_GC_NewVar(pl->cls, pl->nslots);
     if (!obj) return NULL;
+    memset(((PyTupleObject *)obj)->ob_item, 0, pl->nslots * sizeof(PyObject *));
+    TagAt found[MAX_TAGS];
+    int nfound = 0;
     for (Py_ssize_t i = 0; i < pl->nops; i++) {
         const Op *op = &pl->ops[i];
-        PyObject *v = NULL;
-        switch (op->op) {
-        case OP_FIXED:
-            if (*pos + FIXED_SIZE[op->kind] > s->len) break;
-            v = read_fixed(op->kind, s->buf + *pos);
-            if (v) *pos += FIXED_SIZE[op->kind];
-            break;
-        case OP_STRING: v = read_string(s, pos, op->flex, op->nullable); break;
-        case OP_BYTES: v = read_bytes(s, pos, op->flex, op->nullable); break;
-        case OP_ARRAY: v = read_array(op, s, pos); break;
-        case OP_STRUCT:
-            if (op->marker >= 0) {
-                if (*pos >= s->len) break;
-                unsigned char m = s->buf[*pos];
-                if (m == op->marker) { (*pos)++; v = Py_NewRef(Py_None); break; }
-                if (m != 1) break;
-                (*pos)++;
-            }
-            v = decode_struct(op->sub, s, pos);
-            break;
-        case OP_CONST: v = Py_NewRef(op->value); break;
-        case OP_TAGS:
-            if (*pos < s->len && s->buf[*pos] == 0) { (*pos)++; v = Py_NewRef(empty_tuple); }
-            break;
-        }
+        PyObject *v;
+        if (op->tag >= 0) v = read_tagged(op, s, found, nfound);
+        else if (op->op == OP_CONST) v = Py_NewRef(op->value);
+        else if (op->op == OP_TAGS) v = read_tags(pl, i, s, pos, found, &nfound);
+        else v = read_field(op, s, pos);
         if (!v) { Py_DECREF(obj); return NULL; }
         PyTuple_SET_ITEM(obj, op->slot, v);
     }
+    if (!all_atomic(obj, pl->nslots)) PyObject_GC_Track(obj);
     return obj;
 }
 
@@ -237,10 +343,13 @@ static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
     }
     Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 1));
     if (end == -1 && PyErr_Occurred()) { Py_DECREF(r); return NULL; }
-    if (end < start || end > s->len) {  /* a fallback may only move forward, within the input */
+    if (end < start) {  /* a fallback may only move forward */
         Py_DECREF(r);
-        PyErr_Format(PyExc_SystemError, "fallback decoder returned position %zd outside %zd..%zd",
-                     end, start, s->len);
+        PyErr_Format(PyExc_SystemError, "fallback decoder returned position %zd before %zd", end, start);
+        return NULL;
+    }
+    if (end > s->len) {  /* past the bytes of a tagged field: its whole struct goes to Python */
+        Py_DECREF(r);
         return NULL;
     }
     obj = Py_NewRef(PyTuple_GET_ITEM(r, 0));
@@ -461,8 +570,11 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *cls, *ops, *fallback;
     Py_ssize_t nslots;
     if (!PyArg_ParseTuple(args, "O!nO!O", &PyType_Type, &cls, &nslots, &PyTuple_Type, &ops, &fallback)) return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "plan class must be a tuple subclass");
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) ||
+        ((PyTypeObject *)cls)->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        ((PyTypeObject *)cls)->tp_itemsize != PyTuple_Type.tp_itemsize || ((PyTypeObject *)cls)->tp_dictoffset ||
+        ((PyTypeObject *)cls)->tp_weaklistoffset || !PyType_IS_GC((PyTypeObject *)cls)) {
+        PyErr_SetString(PyExc_TypeError, "plan class must be a tuple subclass without __dict__ or other slots");
         return NULL;
     }
     PlanObject *self = (PlanObject *)type->tp_alloc(type, 0);
@@ -478,8 +590,9 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         PyObject *t = PyTuple_GET_ITEM(ops, i);
         Op *op = &self->ops[i];
         PyObject *sub, *value;
-        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "iiiiiiOO", &op->op, &op->slot, &op->kind, &op->flex,
-                                                   &op->nullable, &op->marker, &sub, &value)) {
+        op->tag = -1;
+        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "iiiiiiOO|i", &op->op, &op->slot, &op->kind, &op->flex,
+                                                   &op->nullable, &op->marker, &sub, &value, &op->tag)) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bad op");
             Py_DECREF(self);
             return NULL;

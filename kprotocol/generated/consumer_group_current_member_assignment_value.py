@@ -245,7 +245,7 @@ ConsumerGroupCurrentMemberAssignmentValue._encoders = {0: _e_ConsumerGroupCurren
 ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions = TopicPartitions
 
 install_plans(globals(), (
-    ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), (3, 2, 3, 1, 1, -1, None, (), 0), )),
     ('_e_TopicPartitions_0', 'TopicPartitions', 4, ((0, 0, 8, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_ConsumerGroupCurrentMemberAssignmentValue_0', 'ConsumerGroupCurrentMemberAssignmentValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TopicPartitions_0', None), (3, 4, 11, 1, 0, -1, '_d_TopicPartitions_0', None), (6, 5, 0, 0, 0, -1, None, None), )),
     ('_e_ConsumerGroupCurrentMemberAssignmentValue_0', 'ConsumerGroupCurrentMemberAssignmentValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (3, 4, 11, 1, 0, -1, '_e_TopicPartitions_0', None), (6, 5, 0, 0, 0, -1, None, None), )),

@@ -120,6 +120,6 @@ ConsumerGroupMetadataValue._decoders = {0: _d_ConsumerGroupMetadataValue_0}
 ConsumerGroupMetadataValue._encoders = {0: _e_ConsumerGroupMetadataValue_0}
 
 install_plans(globals(), (
-    ('_d_ConsumerGroupMetadataValue_0', 'ConsumerGroupMetadataValue', 4, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 0), (5, 2, 0, 0, 0, -1, None, -1), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_ConsumerGroupMetadataValue_0', 'ConsumerGroupMetadataValue', 4, ((0, 0, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, 0, 0), (0, 2, 4, 1, 0, -1, None, -1, 1), )),
     ('_e_ConsumerGroupMetadataValue_0', 'ConsumerGroupMetadataValue', 4, ((0, 0, 3, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, 0), (7, 2, 0, 0, 0, -1, None, -1), (6, 3, 0, 0, 0, -1, None, None), )),
 ))

@@ -103,6 +103,6 @@ ShareGroupTargetAssignmentMetadataValue._decoders = {0: _d_ShareGroupTargetAssig
 ShareGroupTargetAssignmentMetadataValue._encoders = {0: _e_ShareGroupTargetAssignmentMetadataValue_0}
 
 install_plans(globals(), (
-    ('_d_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, 0, 0), )),
     ('_e_ShareGroupTargetAssignmentMetadataValue_0', 'ShareGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
 ))

@@ -212,6 +212,6 @@ ShareUpdateValue.StateBatch = StateBatch
 install_plans(globals(), (
     ('_d_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
     ('_e_StateBatch_0', 'StateBatch', 5, ((0, 0, 4, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (0, 3, 2, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_d_ShareUpdateValue_0', 'ShareUpdateValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_StateBatch_0', None), (5, 3, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
+    ('_d_ShareUpdateValue_0', 'ShareUpdateValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_d_StateBatch_0', None), (6, 5, 0, 0, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, -1, 0), )),
     ('_e_ShareUpdateValue_0', 'ShareUpdateValue', 6, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 4, 1, 0, -1, None, None), (3, 4, 11, 1, 0, -1, '_e_StateBatch_0', None), (7, 3, 0, 0, 0, -1, None, -1), (6, 5, 0, 0, 0, -1, None, None), )),
 ))

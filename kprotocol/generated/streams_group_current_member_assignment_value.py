@@ -335,7 +335,7 @@ StreamsGroupCurrentMemberAssignmentValue._encoders = {0: _e_StreamsGroupCurrentM
 StreamsGroupCurrentMemberAssignmentValue.TaskIds = TaskIds
 
 install_plans(globals(), (
-    ('_d_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), (3, 2, 3, 1, 1, -1, None, (), 0), )),
     ('_e_TaskIds_0', 'TaskIds', 4, ((1, 0, 9, 1, 0, -1, None, None), (3, 1, 3, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_d_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_d_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),
     ('_e_StreamsGroupCurrentMemberAssignmentValue_0', 'StreamsGroupCurrentMemberAssignmentValue', 10, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (0, 2, 1, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 4, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 5, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 6, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 7, 11, 1, 0, -1, '_e_TaskIds_0', None), (3, 8, 11, 1, 0, -1, '_e_TaskIds_0', None), (6, 9, 0, 0, 0, -1, None, None), )),

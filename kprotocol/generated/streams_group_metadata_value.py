@@ -251,6 +251,6 @@ StreamsGroupMetadataValue.LastAssignmentConfig = LastAssignmentConfig
 install_plans(globals(), (
     ('_d_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_LastAssignmentConfig_0', 'LastAssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, -1), (5, 3, 0, 0, 0, -1, None, ()), (5, 4, 0, 0, 0, -1, None, -1), (5, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (6, 6, 0, 0, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, -1, 0), (3, 3, 11, 1, 1, -1, '_d_LastAssignmentConfig_0', (), 1), (0, 4, 3, 1, 0, -1, None, -1, 2), (0, 5, 3, 1, 0, -1, None, -1, 3), )),
     ('_e_StreamsGroupMetadataValue_0', 'StreamsGroupMetadataValue', 7, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, -1), (7, 3, 0, 0, 0, -1, None, ()), (7, 4, 0, 0, 0, -1, None, -1), (7, 5, 0, 0, 0, -1, None, -1), (6, 6, 0, 0, 0, -1, None, None), )),
 ))

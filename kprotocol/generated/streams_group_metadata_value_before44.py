@@ -208,6 +208,6 @@ StreamsGroupMetadataValueBefore44.AssignmentConfig = AssignmentConfig
 install_plans(globals(), (
     ('_d_AssignmentConfig_0', 'AssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
     ('_e_AssignmentConfig_0', 'AssignmentConfig', 3, ((1, 0, 9, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), )),
-    ('_d_StreamsGroupMetadataValueBefore44_0', 'StreamsGroupMetadataValueBefore44', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AssignmentConfig_0', None), (5, 2, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupMetadataValueBefore44_0', 'StreamsGroupMetadataValueBefore44', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_d_AssignmentConfig_0', None), (6, 4, 0, 0, 0, -1, None, None), (0, 2, 3, 1, 0, -1, None, -1, 0), )),
     ('_e_StreamsGroupMetadataValueBefore44_0', 'StreamsGroupMetadataValueBefore44', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, None), (3, 3, 11, 1, 0, -1, '_e_AssignmentConfig_0', None), (7, 2, 0, 0, 0, -1, None, -1), (6, 4, 0, 0, 0, -1, None, None), )),
 ))

@@ -103,6 +103,6 @@ StreamsGroupTargetAssignmentMetadataValue._decoders = {0: _d_StreamsGroupTargetA
 StreamsGroupTargetAssignmentMetadataValue._encoders = {0: _e_StreamsGroupTargetAssignmentMetadataValue_0}
 
 install_plans(globals(), (
-    ('_d_StreamsGroupTargetAssignmentMetadataValue_0', 'StreamsGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (5, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
+    ('_d_StreamsGroupTargetAssignmentMetadataValue_0', 'StreamsGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (6, 2, 0, 0, 0, -1, None, None), (0, 1, 4, 1, 0, -1, None, 0, 0), )),
     ('_e_StreamsGroupTargetAssignmentMetadataValue_0', 'StreamsGroupTargetAssignmentMetadataValue', 3, ((0, 0, 3, 1, 0, -1, None, None), (7, 1, 0, 0, 0, -1, None, 0), (6, 2, 0, 0, 0, -1, None, None), )),
 ))

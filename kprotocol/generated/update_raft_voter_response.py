@@ -196,6 +196,6 @@ UpdateRaftVoterResponse.CurrentLeader = CurrentLeader
 install_plans(globals(), (
     ('_d_CurrentLeader_0', 'CurrentLeader', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
     ('_e_CurrentLeader_0', 'CurrentLeader', 5, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 3, 1, 0, -1, None, None), (1, 2, 9, 1, 0, -1, None, None), (0, 3, 3, 1, 0, -1, None, None), (6, 4, 0, 0, 0, -1, None, None), )),
-    ('_d_UpdateRaftVoterResponse_0', 'UpdateRaftVoterResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (5, 2, 0, 0, 0, -1, None, _DEFAULT_CurrentLeader), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_UpdateRaftVoterResponse_0', 'UpdateRaftVoterResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), (4, 2, 11, 1, 0, -1, '_d_CurrentLeader_0', _DEFAULT_CurrentLeader, 0), )),
     ('_e_UpdateRaftVoterResponse_0', 'UpdateRaftVoterResponse', 4, ((0, 0, 3, 1, 0, -1, None, None), (0, 1, 2, 1, 0, -1, None, None), (7, 2, 0, 0, 0, -1, None, _DEFAULT_CurrentLeader), (6, 3, 0, 0, 0, -1, None, None), )),
 ))

@@ -516,7 +516,7 @@ install_plans(globals(), (
     ('_e_NodeEndpoint_0', 'NodeEndpoint', 4, ((7, 0, 0, 0, 0, -1, None, 0), (7, 1, 0, 0, 0, -1, None, ''), (7, 2, 0, 0, 0, -1, None, 0), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_e_NodeEndpoint_1', 'NodeEndpoint', 4, ((0, 0, 3, 1, 0, -1, None, None), (1, 1, 9, 1, 0, -1, None, None), (0, 2, 5, 1, 0, -1, None, None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_d_VoteResponse_0', 'VoteResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicData_0', None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
-    ('_d_VoteResponse_1', 'VoteResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicData_0', None), (5, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
+    ('_d_VoteResponse_1', 'VoteResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_d_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), (3, 2, 11, 1, 0, -1, '_d_NodeEndpoint_1', (), 0), )),
     ('_e_VoteResponse_0', 'VoteResponse', 4, ((7, 2, 0, 0, 0, -1, None, ()), (0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopicData_0', None), (6, 3, 0, 0, 0, -1, None, None), )),
     ('_e_VoteResponse_1', 'VoteResponse', 4, ((0, 0, 2, 1, 0, -1, None, None), (3, 1, 11, 1, 0, -1, '_e_TopicData_0', None), (7, 2, 0, 0, 0, -1, None, ()), (6, 3, 0, 0, 0, -1, None, None), )),
 ))

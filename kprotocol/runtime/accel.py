@@ -31,7 +31,7 @@ def install_plans(namespace: dict[str, Any], entries: tuple) -> None:
         return
     built: dict[str, Any] = {}
     for name, cls_name, slots, ops in entries:
-        resolved = tuple(op if op[6] is None else (*op[:6], built[op[6]], op[7]) for op in ops)
+        resolved = tuple(op if op[6] is None else (*op[:6], built[op[6]], *op[7:]) for op in ops)
         built[name] = _speedups.Plan(namespace[cls_name], slots, resolved, namespace[name])
     for value in list(namespace.values()):
         table = getattr(value, "__dict__", {}).get("_decoders")
