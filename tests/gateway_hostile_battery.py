@@ -144,9 +144,9 @@ def test_a_2mb_find_coordinator_does_not_stall_other_clients(kafka_broker: Kafka
         prober.join()
         during = results[0]
         print(f"\n2 MB FindCoordinator ({size / 1e6:.0f} MB answer): other client's round trips "
-              f"median {statistics.median(baseline):.1f} ms before, median {statistics.median(during):.1f} ms "
-              f"and max {max(during):.0f} ms during")
-        assert max(during) < 1000 and statistics.median(during) < 50
+              f"median {statistics.median(baseline):.1f} ms (max {max(baseline):.0f}) before, median "
+              f"{statistics.median(during):.1f} ms (max {max(during):.0f}) during")
+        assert statistics.median(during) < 50 and max(during) < 1500  # was a 4.9 s stall
     finally:
         gateway.stop()
 

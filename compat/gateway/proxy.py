@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat.gateway import lenient
+from compat.gateway import addresses, lenient
 from compat.gateway.limits import (LARGE_FRAME, Connections, Limits, beside_loop, decode_response_python,
                                    encode_response_python)
 from compat.gateway.limits import read_frame as limited_read_frame
@@ -204,6 +204,10 @@ class Gateway:
         """A response frame with every broker address replaced by the gateway listener for it.
         A response kprotocol cannot read goes back unchanged (ApiVersions keeps clients below that)."""
         large = len(frame) > LARGE_FRAME
+        if large and api_key in (METADATA, FIND_COORDINATOR):
+            rewritten = await self._rewrite_large(api_key, api_version, frame)
+            if rewritten is not None:
+                return rewritten
         try:
             header, body = await beside_loop(len(frame), decode_response_python if large else decode_response,
                                              frame, api_key, api_version)
@@ -225,6 +229,21 @@ class Gateway:
             body = body.replace(api_keys=self._api_versions(body))
         return await beside_loop(len(frame), encode_response_python if large else encode_response,
                                  header, body, api_version)
+
+    async def _rewrite_large(self, api_key: int, api_version: int, frame: bytes) -> bytes | None:
+        """A large Metadata or FindCoordinator answer rewritten in place (addresses.py), the event loop
+        served meanwhile; None when its shape is not the expected one."""
+        for _ in range(2):
+            missing: addresses.Missing = []
+            if api_key == FIND_COORDINATOR:
+                rewritten = await addresses.find_coordinator(frame, api_version, self.brokers.local, missing)
+            else:
+                rewritten = addresses.metadata(frame, api_version, self.brokers.local, missing)
+            if not missing:
+                return rewritten
+            for node_id, host, port in missing:
+                await self._ensure_listener(node_id, host, port)
+        return None
 
     def _api_versions(self, body: Message) -> tuple[Message, ...]:
         """The upstream's versions, capped where the gateway reads or answers the API itself, plus the
