@@ -97,6 +97,9 @@ def test_capture_on_the_wrong_port_says_where_kafka_is() -> None:
     assert "Kafka requests go to ports 43853, 48664, 58191: try --ports 43853,48664,58191" in result.stderr
     found = kprotocol("capture", "decode", str(CAPTURES / "data.pcap"), "--ports", "36897")
     assert found.stdout and "no Kafka connection" not in found.stderr
+    not_a_capture = kprotocol("capture", "decode", str(CAPTURES / "README.md"))  # its one problem, no hint
+    assert not_a_capture.returncode == 1 and "not a pcap or pcapng file" in not_a_capture.stderr
+    assert "no Kafka connection" not in not_a_capture.stderr
 
 
 def test_capture_summary_names_error_codes() -> None:

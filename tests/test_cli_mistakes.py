@@ -19,6 +19,7 @@ USAGE_MISTAKES = [
     ["message", "decode", "HeartbeatRequest", "0", "not hex!"],
     ["message", "decode", "HeartbeatRequest", "0", f"@{MISSING}"],
     ["message", "encode", "HeartbeatRequest", "0", "{not json"],
+    ["message", "encode", "HeartbeatRequest", "0", f"@{sys.executable}"],  # a binary file, not JSON text
     ["streams-userdata", "decode", "not hex!"],
     ["streams-userdata", "decode", f"@{MISSING}"],
     ["frames", "decode", MISSING, MISSING],

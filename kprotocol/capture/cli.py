@@ -121,8 +121,9 @@ def kafka_request_ports(file: Path) -> Counter[int]:
 
 
 def _hint(file: Path, args: argparse.Namespace, capture: CaptureDecode | Outcome, err: TextIO) -> None:
-    """Nothing on the ports given: say so, with the ports that carry Kafka requests (tshark's "decode as")."""
-    if capture.connections:
+    """Packets, but nothing on the ports given: say so, with the ports that carry Kafka requests (tshark's
+    "decode as")."""
+    if capture.connections or not capture.packets:
         return
     given = f"port{'s' * (len(args.ports) > 1)} {','.join(map(str, args.ports))}"
     found = [port for port, _ in kafka_request_ports(file).most_common() if port not in args.ports]

@@ -80,6 +80,8 @@ def read_text(arg: str) -> str:
             return Path(arg[1:]).read_text(encoding="utf-8")
         except (FileNotFoundError, IsADirectoryError):
             raise UsageError(f"{arg[1:]}: no such file") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{arg[1:]}: not UTF-8 text (byte {exc.start})") from None
     return arg
 
 
