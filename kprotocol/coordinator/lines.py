@@ -12,6 +12,7 @@ the generated classes' field schemas. What it does not take goes back to Python:
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from typing import Any
 
@@ -27,8 +28,10 @@ from kprotocol.runtime.struct import INHERIT, Field, Struct
 from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 try:
+    if os.environ.get("KPROTOCOL_PURE_PYTHON"):
+        raise ImportError("disabled by KPROTOCOL_PURE_PYTHON")
     from kprotocol.coordinator import _offsets
-except ImportError:  # the extension was not built: callers use the Python path
+except ImportError:  # the extension was not built (or is turned off): callers use the Python path
     _offsets = None  # type: ignore[assignment]
 
 ENABLED = _offsets is not None
