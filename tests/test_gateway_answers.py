@@ -10,10 +10,9 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 
 from compat.gateway.managed import commit_refusal
-from kprotocol.fuzz.strategies import messages
+from kprotocol.fuzz.strategies import sample as draw
 from kprotocol.registry import api_classes
 from kprotocol.toolchain.java_tester import JavaTester
 from test_compat_convergence import Client, Group, header
@@ -29,19 +28,6 @@ tokens = itertools.count()
 def java() -> Iterator[JavaTester]:
     with JavaTester() as tester:
         yield tester
-
-
-def draw(cls: type, version: int, n: int) -> list:
-    found: list = []
-
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(messages(cls, version))
-    def collect(message) -> None:
-        found.append(message)
-
-    collect()
-    return found
 
 
 def populated() -> Group:

@@ -15,11 +15,10 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 
 from conftest import JAVA_TESTER_REPORTS
 from kprotocol import message_class, spec_names
-from kprotocol.fuzz.strategies import messages
+from kprotocol.fuzz.strategies import sample as draw
 from kprotocol.toolchain.java_tester import JavaTester, Tally
 from kprotocol.toolchain.release_specs import disagreements, kept_tagged, release_specs
 
@@ -41,20 +40,6 @@ def java() -> Iterator[JavaTester]:
     JAVA_TESTER_REPORTS.mkdir(parents=True, exist_ok=True)
     (JAVA_TESTER_REPORTS / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.json").write_text(
         json.dumps(report, indent=1))
-
-
-def draw(cls: type, version: int, n: int) -> list:
-    """`n` generated messages of `cls` at `version` (hypothesis' generation phase only)."""
-    found: list = []
-
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(messages(cls, version))
-    def collect(message) -> None:
-        found.append(message)
-
-    collect()
-    return found
 
 
 @pytest.mark.parametrize("name", RELEASE)

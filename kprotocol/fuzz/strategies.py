@@ -85,3 +85,19 @@ def structs(cls: type[Struct], version: int, flexible: bool, depth: int = 0, max
 def messages(cls: type[Struct], version: int, max_len: int = 4) -> st.SearchStrategy:
     """Messages of class `cls` encodable at `version`."""
     return structs(cls, version, _flexible(cls, version, cls), 0, max_len)
+
+
+def sample(cls: type[Struct], version: int, n: int) -> list[Struct]:
+    """`n` generated messages of `cls` at `version` (hypothesis' generation phase only, no shrinking)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    found: list[Struct] = []
+
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(messages(cls, version))
+    def collect(message: Struct) -> None:
+        found.append(message)
+
+    collect()
+    return found
