@@ -96,3 +96,15 @@ def test_pipeline_interrupted_is_one_line_without_py4j(tmp_path: Path) -> None:
             or "ERROR" in line]
     assert mine == ["kprotocol: interrupted"], err
     assert _group_left(job.pid) == []  # the JVM and the Python workers ended with it
+
+
+def test_any_command_interrupted_is_one_line() -> None:
+    waiting = subprocess.Popen([sys.executable, "-m", "kprotocol", "message", "decode", "HeartbeatRequest", "0", "-"],
+                               cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{waiting.pid}/syscall").read_text().split()[:2] != ["0", "0x0"]:  # read(0, ...): stdin
+        assert waiting.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    out, err = _interrupt(waiting)
+    assert (waiting.returncode, out, err) == (130, "", "kprotocol: interrupted\n")
