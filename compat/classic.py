@@ -8,6 +8,7 @@ tagged with the caller's token: `handle` and `poll` both return `(token, respons
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Collection, Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -129,6 +130,12 @@ class ClassicGroup:
     rebalance_deadline: int | None = None
     in_initial_delay: bool = False  # a new group waits for more members before its first generation
     config: ClassicConfig = DEFAULT_CONFIG
+
+    def copy(self) -> ClassicGroup:
+        """An independent copy (what the gateway rolls a group back to): members copied, values shared."""
+        return dataclasses.replace(self, members={k: dataclasses.replace(m, protocols=list(m.protocols))
+                                                  for k, m in self.members.items()},
+                                   pending_ids=set(self.pending_ids))
 
     # --- requests ---------------------------------------------------------------------------
 
