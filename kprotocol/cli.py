@@ -70,12 +70,12 @@ def _own_usage(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command(argv))
-    _own_usage(parser)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        getattr(args, "_usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
+        parser = build_parser(_command(argv))  # imports the command's module: a Ctrl-C may come here too
+        _own_usage(parser)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            getattr(args, "_usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
