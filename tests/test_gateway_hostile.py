@@ -122,6 +122,34 @@ def test_state_log_damage_is_reported_and_a_torn_tail_is_quiet(tmp_path: Path,
     assert len(StateLog(tmp_path).load()) == 6  # appended right after the last whole batch
 
 
+def test_bad_streams_metadata_never_loses_a_classic_group() -> None:
+    """Item 8: when the first streams-protocol member arrived, the classic group was dropped before a
+    member's "stream" metadata failed to decode; metadata under 2 bytes raised struct.error."""
+    from test_compat import HB, TOPICS, TOPOLOGY, subscription
+
+    from compat.classic import GroupMetadataKey, GroupMetadataValue
+    from compat.translate import decode_subscription
+    from kprotocol.errors import DecodeError
+    from kprotocol.streams_group import GroupConfig
+    from kprotocol.streams_group.records import CoordinatorRecord
+
+    for metadata in (b"", b"\x00", b"\x00\x01\xff"):
+        with pytest.raises(DecodeError):
+            decode_subscription(metadata)
+    coordinator = MigrationCoordinator(GroupConfig(initial_rebalance_delay_ms=0), TOPICS, classic_initial_delay_ms=0)
+    value = GroupMetadataValue(protocol_type="consumer", generation=5, protocol="stream", leader="A",
+                               current_state_timestamp=0, members=[GroupMetadataValue.MemberMetadata(
+                                   member_id=name, client_id=name, client_host="/h", rebalance_timeout=30_000,
+                                   session_timeout=30_000, subscription=metadata, assignment=b"")
+                                   for name, metadata in (("A", subscription("A", "0_0", "")), ("B", b"\x00"))])
+    coordinator.replay([CoordinatorRecord(GroupMetadataKey(group="app"), value)])
+    joined = HB(group_id="app", member_id="C", member_epoch=0, process_id="c", rebalance_timeout_ms=30_000,
+                topology=TOPOLOGY, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+    answers, records = coordinator.handle(next(tokens), header(88, 1), joined, 0)
+    assert answers[0][1].error_code == 0 and records
+    assert sorted(coordinator.streams.group("app").members) == ["A", "C"]  # B, unreadable, left behind
+
+
 # --- the supervised coordinator, in process against the real broker ------------------------------------
 
 class Managed:
