@@ -273,13 +273,17 @@ class StreamsGroupCoordinator:
             process_id=req.process_id if req.process_id is not None else member.process_id,
             client_tags=_tags(req.client_tags) if req.client_tags is not None else member.client_tags,
             user_endpoint=(req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
-            else member.user_endpoint)
-        # A new member or a change the assignor sees bumps the group epoch; other changes are only recorded.
-        bump = member.member_id not in group.members or replaced is not None or \
-            (updated.process_id, updated.rack_id, updated.client_tags) != \
-            (member.process_id, member.rack_id, member.client_tags)
+            else None if joining else member.user_endpoint)  # a (re)join without an endpoint clears it (Kafka 4.4)
+        # A new member, or any change of a member's metadata but its instance id (its endpoint too), bumps the
+        # group epoch (Kafka 4.4); for the classic members compat translates, only changes the assignor sees do.
+        bump = member.member_id not in group.members or replaced is not None
         if updated.metadata() != member.metadata():
             hb.records.append(rec.member_metadata(group_id, updated))
+            bump = bump or updated.metadata()[1:] != member.metadata()[1:]  # metadata()[0] is the instance id
+            if member.member_id in self.classic_members.get(group_id, ()):
+                bump = replaced is not None or member.member_id not in group.members or \
+                    (updated.process_id, updated.rack_id, updated.client_tags) != \
+                    (member.process_id, member.rack_id, member.client_tags)
 
         # Task offsets: a warm-up task that caught up asks for a new assignment (KIP-441's probing rebalance).
         if req.task_offsets is not None:
