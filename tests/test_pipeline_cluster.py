@@ -2,8 +2,9 @@
 Python lacks kprotocol), submitted with the README's commands: the executors run kprotocol from the
 packed environment with its compiled paths, and every table equals a local run's row for row.
 
-Cost: about 60-90 s on an idle 2-core machine (the packed environment ~10 s, the cluster ~5 s, two
-submissions, two local runs).
+Cost: 112 s of CPU in all (user 98.5 s + sys 13.7 s, JVMs and pip included: the packed environment
+about 12 s of it), so about 60-90 s on an idle 2-core machine; 470-580 s of wall time measured on this
+machine shared at a load of 20-30.
 """
 
 from __future__ import annotations
