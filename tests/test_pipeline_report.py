@@ -224,3 +224,20 @@ def test_streams_assignor_errors_are_named() -> None:
               "assigned_standby": [], "assigned_warmup": [], "protocol": "classic"}
     assert _latest_assignments([{**member, "error_code": 4}], [])[0][-1] == "SHUTDOWN_REQUESTED (4)"
     assert _latest_assignments([{**member, "error_code": 0}], [])[0][-1] == ""
+
+
+def test_classic_moved_tasks_against_the_previous_generation_or_what_members_owned() -> None:
+    from kprotocol.pipeline.rebalances import _classic_row
+
+    def member(mid: str, process: str, owned: list[str], assigned: list[str], generation: int) -> dict:
+        return {"member_id": mid, "process_id": process, "owned_active": owned, "owned_standby": [],
+                "assigned_active": assigned, "assigned_standby": [], "generation": generation,
+                "next_rebalance_ms": None}
+
+    # The first generation in the log: p2 joined and got 0_1, which p1 said it owned.
+    first = [member("a", "p1", ["0_0", "0_1"], ["0_0"], 7), member("b", "p2", [], ["0_1"], 7)]
+    assert _classic_row("g", [], first, 1)["tasks_moved"] == 1
+    # The next one: p1 left, its 0_0 went to p2.
+    second = [member("b", "p2", ["0_1"], ["0_0", "0_1"], 8)]
+    row = _classic_row("g", first, second, 2)
+    assert (row["tasks_moved"], row["trigger"]) == (1, "1 left")

@@ -7,7 +7,8 @@
   left it (so a member that left and the tasks it owned count), warm-ups count the target's
   warm-up tasks.
 - classic groups: the log holds the completed generation only (GroupMetadata), so `start` stays
-  null unless known; members, moved tasks (Streams userdata), warm-up standbys and a probing
+  null unless known; members, moved tasks (Streams userdata: against the previous generation, or for
+  the first one in the log against the tasks members said they owned), warm-up standbys and a probing
   rebalance scheduled by the assignor (`nextRebalanceMs`) come from that record; a group that
   became empty (a GroupMetadata without members) ends with a row of its own.
 """
@@ -173,11 +174,15 @@ def _emptied_row(group: str, before: list[Row], generation: int | None, ts: int)
 
 
 def _classic_row(group: str, before: list[Row], after: list[Row], ts: int) -> Row:
-    def by_process(rows: list[Row]) -> dict[str, set[str]]:
+    def by_process(rows: list[Row], column: str) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         for r in rows:
-            out.setdefault(r["process_id"] or r["member_id"], set()).update(r["assigned_active"] or ())
+            out.setdefault(r["process_id"] or r["member_id"], set()).update(r[column] or ())
         return out
+
+    # Who had each task before: the previous generation's assignment when the log holds it, else what
+    # each member said it owned when it joined (Streams' prevTasks).
+    previous = by_process(before, "assigned_active") if before else by_process(after, "owned_active")
 
     owned = {t for r in after for t in [*(r["owned_active"] or ()), *(r["owned_standby"] or ())]}
     warmups = sum(1 for r in after for t in (r["assigned_standby"] or ()) if t not in owned)
@@ -186,5 +191,5 @@ def _classic_row(group: str, before: list[Row], after: list[Row], ts: int) -> Ro
             "trigger": _trigger({r["member_id"] for r in before}, {r["member_id"] for r in after}),
             "members_before": sorted(r["member_id"] for r in before),
             "members_after": sorted(r["member_id"] for r in after),
-            "tasks_moved": _moved(by_process(before), by_process(after)), "warmup_tasks": warmups,
+            "tasks_moved": _moved(previous, by_process(after, "assigned_active")), "warmup_tasks": warmups,
             "probing": any(r["next_rebalance_ms"] not in NO_PROBING for r in after)}
