@@ -33,7 +33,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     pipeline = subparsers.add_parser("pipeline", help="bulk decoding on Spark into Parquet tables")
     jobs = pipeline.add_subparsers(dest="job", required=True)
-    offsets = jobs.add_parser("offsets", help="__consumer_offsets / __transaction_state segments -> tables")
+    offsets = jobs.add_parser("offsets", help="coordinator-topic segments (__consumer_offsets, __transaction_state, "
+                                              "__share_group_state) -> tables")
     _common(offsets)
     offsets.set_defaults(func=_run)
     captures = jobs.add_parser("captures", help="pcap/pcapng captures -> exchanges (and problems)")
