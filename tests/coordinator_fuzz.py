@@ -256,8 +256,7 @@ class Differential:
             if group in self.diverged:
                 continue
             self.twin.group_id = group
-            ours = [comparable(r) for r in self.records if r.group_id == group]
-            theirs = [comparable(r) for r in self.twin.broker_records()]
+            ours, theirs = self._both_records(group)
             targets = lambda records: [r for r in records if r[0] == "StreamsGroupTargetAssignmentMemberKey"]  # noqa
             if targets(ours) != targets(theirs) and _without_assignments(ours) == _without_assignments(theirs):
                 Differential.divergences.append(f"group {group}: target assignment records")
@@ -271,6 +270,18 @@ class Differential:
         for group_id, group in self.coordinator.groups.items():
             if group.exists:
                 assert replayed.groups[group_id].hard_state() == group.hard_state(), f"{group_id}: replay differs"
+
+
+    def _both_records(self, group: str) -> tuple[list[tuple], list[tuple]]:
+        """Each side's records of `group`; when Kafka's log has more, a time-out may have fired at the broker
+        while its log was read: the coordinator is polled past its next deadline and both read again."""
+        for _ in range(3):
+            ours = [comparable(r) for r in self.records if r.group_id == group]
+            theirs = [comparable(r) for r in self.twin.broker_records()]
+            if len(theirs) <= len(ours):
+                break
+            self.sleep_past_next_deadline(RACE_MARGIN_MS * 2)
+        return ours, theirs
 
 
 def _without_assignments(records: list[tuple]) -> list[tuple]:

@@ -376,8 +376,8 @@ class StreamsGroupCoordinator:
             changes.update(active_tasks=_wire(ids, reconciled.assigned.active),
                            standby_tasks=_wire(ids, reconciled.assigned.standby),
                            warmup_tasks=_wire(ids, reconciled.assigned.warmup))
-        if reconciled.user_endpoint is not None and (reconciled.user_endpoint != member.user_endpoint
-                                                     or reconciled.assigned != member.assigned):
+        if reconciled.user_endpoint != member.user_endpoint or \
+                (reconciled.user_endpoint is not None and reconciled.assigned != member.assigned):
             endpoint_epoch += 1  # what others know of this member's endpoint changed
         # Kafka counts on the group object of the request, which a new group does not keep (one replacing
         # a classic group answers with the count all the same). The count is no record: it stays even when
