@@ -597,13 +597,12 @@ def _start_broker(attempts: int = 3) -> Any:
     """A broker of the fuzzer's own (a loaded host may miss the start-up time-out: tried again)."""
     from kprotocol.toolchain import KafkaBroker, ToolchainError
 
-    for attempt in range(attempts):
+    for _ in range(attempts - 1):
         try:
             return KafkaBroker.start()
-        except ToolchainError:
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
+        except ToolchainError as exc:
+            print(f"broker start failed, trying again: {exc}", flush=True)
+    return KafkaBroker.start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -631,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"difference found: {report}", flush=True)
             sequences += args.batch
             print(f"{time.monotonic() - started:7.0f} s: {sequences} sequences, {exchanges} exchanges, "
-                  f"{failures} failures", flush=True)
+                  f"{failures} failures, {len(Differential.divergences)} assignor divergences", flush=True)
     if not args.no_compat:
         from compat_fuzz import run_migration
         run_migration(examples=200, steps=40)
