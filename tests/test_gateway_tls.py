@@ -29,7 +29,6 @@ from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as RdProducer
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError
 
 from compat.gateway import Gateway
 from compat.gateway.config import read_properties, upstream_security
@@ -80,7 +79,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     broker_cert = ca.issue("broker", hosts=["127.0.0.1", "localhost"])
     gateway_cert = ca.issue("gateway", hosts=["127.0.0.1", "localhost", "*.kafka.test"])
     broker = KafkaBroker.start(tls=BrokerTLS(broker_cert.pem, ca.cert), scram_users=USERS,
-                               sasl_plain_users={"alice": USERS["alice"]})
+                               sasl_plain_users={"alice": USERS["alice"]}, ready_timeout=120)
     upstream_config = workdir / "upstream.properties"
     upstream_config.write_text(
         "# what a Kafka application of this cluster would use\n"
@@ -380,3 +379,36 @@ def test_metrics_count_what_happened(secure: Secure) -> None:
     for path in ("/healthz", "/readyz"):
         with urllib.request.urlopen(f"{secure.metrics}{path}", timeout=20) as response:
             assert response.status == 200
+
+
+def test_plaintext_and_tls_listeners_side_by_side(secure: Secure) -> None:
+    """--listen plaintext and --tls-listen TLS in one gateway: each kind of client is sent to listeners
+    of its own kind, the managed group's coordinator included."""
+    cert = secure.gateway_cert
+    process = subprocess.Popen([sys.executable, "-m", "kprotocol", "gateway", "--upstream", secure.broker.bootstrap,
+                                "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--tls-cert", str(cert.cert),
+                                "--tls-key", str(cert.key), "--group", MANAGED, "--no-uvloop"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        plain = _read_line(process, r"gateway on 127\.0\.0\.1:(\d+) .*broker 1 -> 127\.0\.0\.1:(\d+)")
+        tls = _read_line(process, r"gateway TLS on 127\.0\.0\.1:(\d+) .*broker 1 -> 127\.0\.0\.1:(\d+)")
+        find = message_class("FindCoordinatorRequest")(key_type=0, coordinator_keys=[MANAGED])
+        with socket.create_connection(("127.0.0.1", int(plain.group(1))), timeout=20) as sock:
+            assert _exchange(sock, find, 4).coordinators[0].port == int(plain.group(2))
+            brokers = _exchange(sock, message_class("MetadataRequest")(topics=[]), 12, 2).brokers
+            assert [b.port for b in brokers] == [int(plain.group(2))]
+        with _raw(f"127.0.0.1:{tls.group(1)}", secure.ca.cert) as sock:
+            assert _exchange(sock, find, 4).coordinators[0].port == int(tls.group(2))
+            brokers = _exchange(sock, message_class("MetadataRequest")(topics=[]), 12, 2).brokers
+            assert [b.port for b in brokers] == [int(tls.group(2))]
+        topic = _topic(secure)
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{tls.group(1)}", security_protocol="SSL",
+                                 ssl_cafile=str(secure.ca.cert))
+        producer.send(topic, b"over TLS").get(30)
+        producer.close()
+        consumer = KafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{plain.group(1)}",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert [m.value for m in consumer] == [b"over TLS"]
+        consumer.close()
+    finally:
+        stop_process(process, 10)

@@ -199,7 +199,7 @@ class KafkaBroker:
     def start(cls, workdir: Path | None = None, config: dict[str, str] | None = None,
               heap: str = "768m", *, sasl_plain_users: dict[str, str] | None = None,
               sasl_advertised_port: int | None = None, tls: BrokerTLS | None = None,
-              scram_users: dict[str, str] | None = None) -> KafkaBroker:
+              scram_users: dict[str, str] | None = None, ready_timeout: float = READY_TIMEOUT_S) -> KafkaBroker:
         """Format storage, launch the broker and return once it answers Metadata with itself.
 
         `sasl_plain_users` (user name -> password) adds a SASL_PLAINTEXT listener on a free port with
@@ -259,7 +259,7 @@ class KafkaBroker:
         broker = cls(workdir, port, controller_port, process, keep, log, sasl_port=sasl_port, ssl_port=ssl_port,
                      sasl_ssl_port=sasl_ssl_port)
         try:
-            broker._wait_ready()
+            broker._wait_ready(ready_timeout)
         except BaseException:
             broker.stop(keep_workdir=True)
             raise
