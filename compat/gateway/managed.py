@@ -145,13 +145,15 @@ class ManagedGroups:
                                          apis.COORDINATOR_NOT_AVAILABLE)
         return guarded()
 
-    def _log_failure(self, groups: Collection[str], what: str, exc: BaseException) -> None:
-        key = (tuple(groups), what.split()[0] + what.split()[1] if " " in what else what, type(exc).__name__)
+    def _log_failure(self, groups: Collection[str], what: str, exc: BaseException,
+                     outcome: str = "answered COORDINATOR_NOT_AVAILABLE, the group kept as it was") -> None:
+        """One line per group, what failed and cause a minute (with how many were held back)."""
+        key = (tuple(groups), what, type(exc).__name__)
         if self._throttle.ready(key):
             more = self._throttle.suppressed(key)
-            log.error("group %s: %s failed, answered COORDINATOR_NOT_AVAILABLE (group kept as before)%s: %s: %s",
-                      ",".join(groups) or "*", what, f" ({more} more since)" if more else "",
-                      type(exc).__name__, exc, exc_info=not isinstance(exc, PERSISTENCE_ERRORS))
+            log.error("group %s: %s failed (%s)%s: %s: %s", ",".join(groups) or "*", what, outcome,
+                      f", {more} more since" if more else "", type(exc).__name__, exc,
+                      exc_info=not isinstance(exc, PERSISTENCE_ERRORS))
 
     # --- coordination ---------------------------------------------------------------------------
 
@@ -175,7 +177,10 @@ class ManagedGroups:
                     return apis.error_answer(header.request_api_key, header.request_api_version, request,
                                              apis.COORDINATOR_NOT_AVAILABLE)
                 self._deliver(answers)
-                await self._create_internal_topics()
+                try:
+                    await self._create_internal_topics()
+                except PERSISTENCE_ERRORS as exc:  # the change stands; the topics are asked for again next time
+                    self._log_failure([group_id], "creating internal topics", exc, "asked again next time")
             response = await future
         finally:
             self._waiting.pop(token, None)
@@ -222,7 +227,7 @@ class ManagedGroups:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the ticker itself never dies
-                self._log_failure(["*"], "the ticker", exc)
+                self._log_failure(["*"], "the ticker", exc, "it goes on")
 
     async def _poll(self, group_id: str, now: int) -> None:
         if self._due.get(group_id, 0) > now:
@@ -234,7 +239,7 @@ class ManagedGroups:
         except Exception as exc:
             snapshot.restore()
             self._due[group_id] = now + 1000  # retried in a second
-            self._log_failure([group_id], "timers", exc)
+            self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
             return
         if not await self._persist(group_id, records, snapshot):
             self._due[group_id] = now + 1000
@@ -260,8 +265,8 @@ class ManagedGroups:
                                         replication_factor=t.replication_factor,
                                         configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
                   for t in wanted.values()]
-        wanted.clear()
         response = await self.upstream.bootstrap.send(create(topics=topics, timeout_ms=30_000))
+        wanted.clear()
         log.info("created internal topics upstream: %s", {t.name: t.error_code for t in response.topics})
         self._topics_at = 0.0
 

@@ -123,7 +123,7 @@ class _Run:
         self.failures: list[str] = []
         self.managed._log_failure = self._failed
 
-    def _failed(self, groups: Any, what: str, exc: BaseException) -> None:
+    def _failed(self, groups: Any, what: str, exc: BaseException, outcome: str = "") -> None:
         if not isinstance(exc, (OSError, asyncio.TimeoutError)):  # no upstream here: those are expected
             self.failures.append(f"{what}: {exc!r}")
 
