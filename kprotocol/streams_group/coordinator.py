@@ -274,12 +274,14 @@ class StreamsGroupCoordinator:
             client_tags=_tags(req.client_tags) if req.client_tags is not None else member.client_tags,
             user_endpoint=(req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
             else None if joining else member.user_endpoint)  # a (re)join without an endpoint clears it (Kafka 4.4)
-        # A new member, or any change of a member's metadata but its instance id (its endpoint too), bumps the
-        # group epoch (Kafka 4.4); for the classic members compat translates, only changes the assignor sees do.
+        # A new member, or a change of a member's metadata, bumps the group epoch: as Kafka 4.4 does, any change
+        # but the instance id's, and the endpoint's of a static member; for the classic members compat
+        # translates, only changes the assignor sees do.
         bump = member.member_id not in group.members or replaced is not None
         if updated.metadata() != member.metadata():
             hb.records.append(rec.member_metadata(group_id, updated))
-            bump = bump or updated.metadata()[1:] != member.metadata()[1:]  # metadata()[0] is the instance id
+            ignored = {"instance_id"} | ({"user_endpoint"} if updated.instance_id is not None else set())
+            bump = bump or any(getattr(updated, f) != getattr(member, f) for f in _METADATA_FIELDS if f not in ignored)
             if member.member_id in self.classic_members.get(group_id, ()):
                 bump = replaced is not None or member.member_id not in group.members or \
                     (updated.process_id, updated.rack_id, updated.client_tags) != \
@@ -758,6 +760,8 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
     return [topic_answer(t, [p.partition_index for p in t.partitions]) for t in req.topics], records
 
 
+_METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "topology_epoch",
+                    "process_id", "user_endpoint", "client_tags")
 _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "configured", "topics_version", "session_deadlines",
                "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
 
