@@ -241,3 +241,13 @@ def test_classic_moved_tasks_against_the_previous_generation_or_what_members_own
     second = [member("b", "p2", ["0_1"], ["0_0", "0_1"], 8)]
     row = _classic_row("g", first, second, 2)
     assert (row["tasks_moved"], row["trigger"]) == (1, "1 left")
+
+
+def test_a_classic_member_leaves_the_timeline_with_the_generation_that_dropped_it() -> None:
+    from kprotocol.pipeline.report import _gone
+
+    rebalances = [{"end_timestamp": 5, "members_before": [], "members_after": ["m"]},
+                  {"end_timestamp": 9, "members_before": ["m"], "members_after": ["n"]},
+                  {"end_timestamp": 12, "members_before": ["n", "m"], "members_after": []}]
+    assert _gone("m", 5, rebalances) == 9 and _gone("m", 10, rebalances) == 12 and _gone("n", 0, rebalances) == 12
+    assert _gone("x", 0, rebalances) is None

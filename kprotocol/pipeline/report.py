@@ -55,12 +55,13 @@ def _timeline(group: str, members: list[Row], rebalances: list[Row], axis: Any) 
         if m["member_id"]:
             rows[m["member_id"]].append(m)
     names = sorted(rows, key=lambda n: min(r["record_timestamp"] for r in rows[n]))
-    last = max((m["record_timestamp"] for m in members), default=0)
+    last = max([m["record_timestamp"] for m in members]
+               + [r["end_timestamp"] for r in rebalances if r["end_timestamp"]], default=0)
     owner: dict[str, str] = {}
     for y, name in enumerate(names):
         events = sorted(rows[name], key=lambda r: (r["record_timestamp"], r["record_offset"]))
         start = events[0]["record_timestamp"]
-        end = next((e["record_timestamp"] for e in events if e["left"]), last)
+        end = next((e["record_timestamp"] for e in events if e["left"]), None) or _gone(name, start, rebalances) or last
         axis.plot([_time(start), _time(end)], [y, y], color=BAR, linewidth=6, solid_capstyle="butt")
         for e in events:
             if e["left"] or e["assigned_active"] is None and e["assigned_partitions"] is None:
@@ -98,6 +99,14 @@ def _timeline(group: str, members: list[Row], rebalances: list[Row], axis: Any) 
     axis.set_title(f"{group}: members over time", fontsize=9)
     axis.grid(axis="x", alpha=0.3)
     _legend(axis)
+
+
+def _gone(member: str, since: int, rebalances: list[Row]) -> int | None:
+    """When a member left without a record of its own (a classic generation without it): the end of the
+    first rebalance after `since` that it was in before and not after."""
+    ends = [r["end_timestamp"] for r in rebalances if r["end_timestamp"] and r["end_timestamp"] >= since
+            and member in (r["members_before"] or ()) and member not in (r["members_after"] or ())]
+    return min(ends, default=None)
 
 
 def _legend(axis: Any) -> None:
@@ -158,7 +167,15 @@ def _exchange_figure(group: str, exchanges: list[Row]) -> bytes:
             axis.annotate(" ".join(error_text(c).split(" (")[0] for c in e["error_codes"]),
                           (_seconds(e["request_time"]), max(e["latency_ms"], 0.01)), textcoords="offset points",
                           xytext=(4, 4), fontsize=6, color=MOVED)
-    axis.set_yscale("log")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    latencies = [max(e["latency_ms"], 0.01) for e in exchanges if e["latency_ms"] is not None]
+    if latencies and max(latencies) > 20 * min(latencies):  # spread over decades: a log scale, plain numbers
+        axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(ScalarFormatter())
+        axis.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_ylim(bottom=0)
     axis.set_ylabel("latency (ms)", fontsize=8)
     axis.xaxis.set_major_formatter(ConciseDateFormatter(axis.xaxis.get_major_locator()))
     axis.set_title(f"{group}: membership requests captured (latency per request)", fontsize=9)
