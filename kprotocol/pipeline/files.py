@@ -67,7 +67,7 @@ def list_inputs(paths: list[str], suffixes: tuple[str, ...]) -> list[InputFile]:
         scheme = given[: len(given) - len(path)] if "://" in given and given.endswith(path) else ""
         info = fsys.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
-            raise FileNotFoundError(given)
+            raise FileNotFoundError(2, "No such file or directory", given)
         if info.type == pafs.FileType.File:
             found.append(_described(given, path, info.size))
             continue
