@@ -71,7 +71,8 @@ class ManagedGroups:
         self._topic_names: dict[uuid.UUID, str] = {}
         self._ticker: asyncio.Task | None = None
         self._lock = asyncio.Lock()
-        self._due: dict[str, int] = {}  # group -> when its timers next need to run (0: at the next tick)
+        self._due: dict[str, int] = {}  # group -> its next deadline (0: unknown), when a roll-back copy is needed
+        self._retry_at: dict[str, int] = {}  # group -> when its timers run again after a failure
         self._failing_since: float | None = None  # state writes failing since (monotonic), and for which groups
         self._failing_groups: set[str] = set()
         self._throttle = Throttle(60.0)
@@ -190,14 +191,15 @@ class ManagedGroups:
                       getattr(response, "error_code", None))
         return response
 
-    async def _persist(self, group_id: str, records: list[CoordinatorRecord], snapshot: Snapshot) -> bool:
+    async def _persist(self, group_id: str, records: list[CoordinatorRecord], snapshot: Snapshot | None) -> bool:
         """Write `records` before anyone hears of them; if the write fails, roll the group back."""
         if self.state is None or not records:
             return True
         try:
             await _maybe_await(self.state.append(records))
         except PERSISTENCE_ERRORS as exc:
-            snapshot.restore()
+            if snapshot is not None:
+                snapshot.restore()
             if self._failing_since is None:
                 self._failing_since = time.monotonic()
                 log.error("state writes to %s failing (%s: %s): group %s answers COORDINATOR_NOT_AVAILABLE to "
@@ -230,20 +232,24 @@ class ManagedGroups:
                 self._log_failure(["*"], "the ticker", exc, "it goes on")
 
     async def _poll(self, group_id: str, now: int) -> None:
-        if self._due.get(group_id, 0) > now:
+        """The group's timers at every tick; a copy to roll back to is taken when one of its deadlines is due
+        (it changes nothing otherwise). After a failure, retried once a second."""
+        if self._retry_at.get(group_id, 0) > now:
             return
-        snapshot = Snapshot(self.coordinator, group_id)
+        snapshot = Snapshot(self.coordinator, group_id) if self._due.get(group_id, 0) <= now else None
         try:
             with alone(self.coordinator, group_id):
                 answers, records, due = self.coordinator.poll(now)
         except Exception as exc:
-            snapshot.restore()
-            self._due[group_id] = now + 1000  # retried in a second
+            if snapshot is not None:
+                snapshot.restore()
+            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
             self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
             return
         if not await self._persist(group_id, records, snapshot):
-            self._due[group_id] = now + 1000
+            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
             return
+        self._retry_at.pop(group_id, None)
         self._due[group_id] = now + 1000 if due is None else min(due, now + 1000)
         self._deliver(answers)
 
