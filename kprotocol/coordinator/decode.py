@@ -17,8 +17,6 @@ from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STA
 from kprotocol.errors import DecodeError
 from kprotocol.registry import message_class
 from kprotocol.runtime.struct import Message
-from kprotocol.group_payloads import attach
-from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 _PREFIX = struct.Struct(">h")
 # Records whose layout Kafka changed in place (same version) when streams and share groups left early access:
@@ -99,6 +97,12 @@ def _body(cls: type[Message], body: bytes, version: int) -> dict[str, Any]:
 
 def _decode_nested(type_id: int, data: dict[str, Any]) -> None:
     """Decode classic consumer-protocol bytes (and Streams userdata) in place, next to their base64."""
+    if type_id not in (GROUP_METADATA, CONSUMER_GROUP_MEMBER_METADATA):
+        return
+    # Imported here: the Streams userdata decoders (and their parsing library) take a tenth of a second
+    # to import, which a run whose records hold no such payloads (or a compiled run) need not pay.
+    from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
+
     if type_id == GROUP_METADATA and data.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
         protocol = data.get("protocol") or ""
         for member in data.get("members", []):
@@ -112,6 +116,9 @@ def _decode_nested(type_id: int, data: dict[str, Any]) -> None:
 
 def _attach(holder: dict[str, Any], field: str, decoder, protocol: str) -> None:
     """Add `decoded<Field>` beside the base64 payload `holder[field]` (see kprotocol.group_payloads)."""
+    from kprotocol.group_payloads import attach
+    from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE
+
     encoded = holder.get(field)
     if encoded:
         attach(holder, field, base64.b64decode(encoded), decoder, (CONSUMER_PROTOCOL_TYPE, protocol))

@@ -20,12 +20,10 @@ import orjson
 
 from kprotocol.coordinator.decode import GROUP_METADATA, LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, decode_record
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, record_types, type_names
-from kprotocol.group_payloads import attach
 from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kprotocol.records.reader import DEFAULT_MAX_RECORDS
 from kprotocol.registry import message_class
 from kprotocol.runtime.struct import INHERIT, Field, Struct
-from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
 
 try:
     if os.environ.get("KPROTOCOL_PURE_PYTHON"):
@@ -45,7 +43,6 @@ GROUP_CAPTURES = {"protocolType": 8, "protocol": 9}
 # Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`): in C,
 # or by `_nested` when the userdata is Kafka Streams' (protocol "stream") or anything is unusual.
 HOOKS = {"subscription": 1, "assignment": 2}
-HOOK_DECODERS = {1: ("subscription", decode_member_metadata), 2: ("assignment", decode_member_assignment)}
 
 
 class Unsupported(Exception):
@@ -159,7 +156,10 @@ def nested_plans() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
 
 def _nested(which: int, protocol: str, payload: bytes) -> bytes | None:
     """`decoded<Field>` of a classic member's payload, as `decode_record` attaches it."""
-    field, decoder = HOOK_DECODERS[which]
+    from kprotocol.group_payloads import attach  # with the Streams userdata decoders: only when needed
+    from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata
+
+    field, decoder = ("subscription", decode_member_metadata) if which == 1 else ("assignment", decode_member_assignment)
     holder: dict[str, Any] = {}
     attach(holder, field, payload, decoder, (CONSUMER_PROTOCOL_TYPE, protocol))
     return compact(next(iter(holder.values()))) if holder else None
