@@ -202,7 +202,11 @@ uvloop = false
         apps[1].stop()
         apps[1] = start(1, "streams")  # the migration: one instance on the streams protocol
         wait_running()
-        kafka.restart(1)  # the node the gateway bootstrapped from
+        kafka.stop_node(1)  # the node the gateway bootstrapped from
+        late = KafkaProducer(acks="all", **_client_options(bootstrap, ca.cert))  # a new client bootstraps meanwhile
+        late.send(source, key=b"late", value=b"v").get(60)
+        late.close()
+        kafka.start_node(1)
         wait_running()
         time.sleep(3)
         sent = feed.stop()
@@ -213,13 +217,14 @@ uvloop = false
         try:
             for message in consumer:
                 latest[message.key.decode()] = int(message.value)
-                if all(latest.get(k, 0) >= n for k, n in sent.items()):
+                if all(latest.get(k, 0) >= n for k, n in sent.items()) and "late" in latest:
                     break
         finally:
             consumer.close()
         print(f"\n{sum(sent.values())} records acknowledged ({feed_failed} sends failed during restarts), "
               f"group epochs {epochs_seen(samples)}, {len(samples)} scrapes")
         assert sum(sent.values()) > 500
+        sent["late"] += 1
         assert {k: n for k, n in sent.items() if latest.get(k, 0) < n} == {}  # nothing acknowledged was lost
 
         samples = scraper.stop()

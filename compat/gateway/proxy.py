@@ -335,16 +335,21 @@ class Session:
     async def _upstream(self) -> asyncio.StreamWriter:
         if self.up_writer is None:
             security = self.gateway.upstream_security
-            try:
-                if security is not None:
-                    self.up_reader, self.up_writer = await security.open(*self.target)
-                else:
-                    self.up_reader, self.up_writer = await asyncio.open_connection(*self.target)
-            except (OSError, asyncio.TimeoutError) as exc:
-                if self.gateway.observer is not None:
-                    self.gateway.observer.upstream_error("connect")
+            open_connection = security.open if security is not None else asyncio.open_connection
+            # a bootstrap connection may go to any broker: the others stand in while that one is down
+            others = [a for a in self.gateway.brokers.upstream.values() if a != self.target] \
+                if self.target == self.gateway.bootstrap else []
+            for address in [self.target, *others]:
+                try:
+                    self.up_reader, self.up_writer = await open_connection(*address)
+                    break
+                except (OSError, asyncio.TimeoutError) as exc:
+                    error = exc
+                    if self.gateway.observer is not None:
+                        self.gateway.observer.upstream_error("connect")
+            else:
                 raise UpstreamUnreachable(f"upstream {self.target[0]}:{self.target[1]} unreachable: "
-                                          f"{exc or type(exc).__name__}") from None
+                                          f"{error or type(error).__name__}") from None
         return self.up_writer
 
     async def _run(self) -> None:
