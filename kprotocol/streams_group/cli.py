@@ -45,16 +45,23 @@ def _tasks(assignment: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kprotocol.connection import Connection
-    from kprotocol.registry import message_class
+    from kprotocol.registry import api_classes, message_class
 
     host, port = args.gateway or args.bootstrap_server
+    describe = message_class("StreamsGroupDescribeRequest")
     try:
-        with Connection(host, port, client_id="kprotocol-streams-groups") as conn:
-            request = message_class("StreamsGroupDescribeRequest")(group_ids=args.group)
-            version = conn.version_for(type(request))
-            if args.wait_stable:
-                return _wait_stable(conn, args.group, args.timeout)
-            response = conn.send(request, version)
+        # A broker answers for the groups it coordinates: each group is asked of its coordinator (the
+        # gateway coordinates its groups itself).
+        where = {g: (host, port) for g in args.group} if args.gateway else \
+            {g: find_coordinator(host, port, g) for g in args.group}
+        if args.wait_stable:
+            return _wait_stable(where, args.timeout)
+        groups, version = [], 0
+        for (h, p) in dict.fromkeys(where.values()):
+            with Connection(h, p, client_id="kprotocol-streams-groups") as conn:
+                version = conn.version_for(describe)
+                groups += conn.send(describe(group_ids=[g for g, at in where.items() if at == (h, p)]), version).groups
+        response = api_classes(describe.api_key)[1](groups=groups)
     except OSError as exc:
         raise UsageError(f"cannot reach {host}:{port}: {exc}") from None
     failed = [g for g in response.groups if g.error_code]
@@ -78,14 +85,36 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _wait_stable(conn: Any, group_ids: list[str], timeout_s: float) -> int:
+def find_coordinator(host: str, port: int, group_id: str, timeout_s: float = 15.0) -> tuple[str, int]:
+    """The broker coordinating `group_id`, asked of `host:port` (retried while the coordinator loads)."""
+    from kprotocol.connection import Connection
+    from kprotocol.registry import message_class
+
+    find = message_class("FindCoordinatorRequest")
+    deadline = time.monotonic() + timeout_s
+    with Connection(host, port, client_id="kprotocol-streams-groups") as conn:
+        version = conn.version_for(find)
+        while True:
+            request = find(key=group_id, key_type=0) if version < 4 else find(key_type=0, coordinator_keys=[group_id])
+            answer = conn.send(request, version)
+            found = answer if version < 4 else answer.coordinators[0]
+            if found.error_code == 0:
+                return found.host, found.port
+            if found.error_code not in (14, 15, 16) or time.monotonic() > deadline:  # loading, not available, not it
+                raise UsageError(f"no coordinator for group {group_id}: {error_text(found.error_code, found.error_message)}")
+            time.sleep(0.5)
+
+
+def _wait_stable(where: dict[str, tuple[str, int]], timeout_s: float) -> int:
     """--wait-stable: one line per group once it is settled, or its reasons and exit 1."""
+    from kprotocol.connection import Connection
     from kprotocol.streams_group.stability import describe_settled
 
     failed = 0
     deadline = time.monotonic() + timeout_s
-    for group_id in group_ids:
-        settled, reasons, waited = describe_settled(conn, group_id, max(0.0, deadline - time.monotonic()))
+    for group_id, (host, port) in where.items():
+        with Connection(host, port, client_id="kprotocol-streams-groups") as conn:
+            settled, reasons, waited = describe_settled(conn, group_id, max(0.0, deadline - time.monotonic()))
         if settled:
             print(f"{group_id}: stable after {waited:.1f} s")
             continue

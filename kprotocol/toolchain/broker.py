@@ -38,7 +38,7 @@ from kprotocol.registry import message_class
 from kprotocol.toolchain.maven import ToolchainError, java_command, kafka_libs
 from kprotocol.toolchain.processes import die_with_parent, stop_process
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 90.0
 TOPIC_ALREADY_EXISTS = 36
 
 BASE_CONFIG = {
