@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from compat.classic import EMPTY, GroupMetadataKey
+from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
 from compat.gateway.state import StateLog, StateTopic
@@ -510,8 +510,10 @@ def _subscribed_topics(kind: str, group: Any) -> set[str]:
     sources, a classic group's members' subscriptions (ConsumerProtocol, as Kafka Streams members send)."""
     if kind == "streams":
         topology = group.topology
-        return set() if topology is None else {t for s in topology.subtopologies
-                                               for t in [*s.source_topics, *(r.name for r in s.repartition_source_topics)]}
+        if topology is None:
+            return set()
+        return {t for s in topology.subtopologies for t in [*s.source_topics,
+                                                             *(r.name for r in s.repartition_source_topics)]}
     topics: set[str] = set()
     for member in group.members.values():
         metadata = _metadata(member, group.protocol_name)
