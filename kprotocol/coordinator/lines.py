@@ -4,6 +4,8 @@ The compiled Decoder writes each record exactly as the reference path would (`de
 the line fields of `kprotocol offsets decode`, serialised by orjson), from JSON plans built here from
 the generated classes' field schemas. What it does not take goes back to Python: a record to
 `decode_record` (through `Lines.tail`), a batch to the segment reader (`Decoder.lines` stops there).
+`Decoder.rows` builds the pipeline's records and offsets_committed rows the same way
+(kprotocol.pipeline.offsets_rows).
 
     lines = Lines(record_problems)
     chunk, pos, written, stopped = lines.decoder.lines(mapped, 0, len(mapped), lines.head(path), -1)
@@ -100,7 +102,7 @@ def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, in
         dkind, default = _default(f) if tagged else (D_OTHER, None)
         capture = (captures or {}).get(f.json_name, -1) if f.type not in ("array", "struct") else -1
         hook = (hooks or {}).get(f.json_name, 0) if f.type == "bytes" else 0
-        hook_key = ("," + orjson.dumps("decoded" + f.json_name[0].upper() + f.json_name[1:]).decode() + ":").encode()
+        hook_key = b"," + orjson.dumps("decoded" + f.json_name[:1].upper() + f.json_name[1:]) + b":" if hook else b""
         fields.append((orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
                        f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key))
     return _offsets.Plan(flexible, tuple(fields))
