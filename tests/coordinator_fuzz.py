@@ -32,14 +32,15 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Flaky
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streams_conformance import CLIENT_HOST, CLIENT_ID, HEADER, Twin, comparable  # noqa: E402
 
 from kprotocol.registry import message_class  # noqa: E402
-from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator  # noqa: E402
+from kprotocol.streams_group import StreamsGroupCoordinator  # noqa: E402
 
 HB = message_class("StreamsGroupHeartbeatRequest")
 DESCRIBE = message_class("StreamsGroupDescribeRequest")
@@ -69,7 +70,8 @@ EXEMPT = {
     "record assignmentTimestamp / commitTimestamp": "each side's wall clock",
     "tasks the assignors place differently": "Kafka's sticky assignor and kprotocol's may break ties differently; "
                                              "both answers are then checked for validity, the group is marked "
-                                             "diverged and no longer compared (each side goes on from its own answers); "
+                                             "diverged and no longer compared (each side goes on from its own "
+                                             "answers); "
                                              "records that differ in members' targets count as such a divergence "
                                              "when the rest but current assignments is equal",
 }

@@ -24,7 +24,8 @@ from kprotocol.runtime.struct import Message
 from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.assignment import AssignmentSettings, compute_targets
 from kprotocol.streams_group.errors import (FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
-                                            GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_REQUEST, STALE_MEMBER_EPOCH,
+                                            GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_REQUEST,
+                                            STALE_MEMBER_EPOCH,
                                             STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR,
                                             UNRELEASED_INSTANCE_ID, UNSUPPORTED_VERSION, CoordinatorError)
 from kprotocol.streams_group.group import StreamsGroup
