@@ -355,6 +355,9 @@ class StreamsGroupCoordinator:
         # 5. reconciliation
         reconciled = updated
         if not updated.is_reconciled_to(target_epoch):
+            if owned is not None and any(len({t.subtopology_id for t in ts}) != len(ts) for ts in (
+                    req.active_tasks, req.standby_tasks, req.warmup_tasks)):
+                raise CoordinatorError(UNKNOWN_SERVER_ERROR)  # Kafka maps the owned tasks: a repeated subtopology fails
             reconciled = reconcile(updated, target_epoch, target, group.owners, owned)
             if reconciled.assignment() != updated.assignment():
                 hb.records.append(rec.current_assignment(group_id, reconciled))
