@@ -13,12 +13,17 @@ from kprotocol.toolchain.broker import free_port
 from kprotocol.toolchain.processes import die_with_parent, stop_process
 
 
+class PortTaken(RuntimeError):
+    """The gateway could not listen: another process took the port."""
+
+
 class GatewayProcess:
     def __init__(self, upstream: str, groups: list[str], state: Path, log: Path,
                  group_configs: dict[str, str] | None = None) -> None:
         self.upstream, self.groups, self.state, self.log = upstream, groups, state, log
         self.group_configs = {"streams.session.timeout.ms": "10000", **(group_configs or {})}  # as the apps' classic consumers
         self.port, self.broker_base = free_port(), free_port()
+        self.started_once = False
         self.process: subprocess.Popen | None = None
 
     @property
@@ -26,6 +31,19 @@ class GatewayProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> GatewayProcess:
+        """Start it; a port taken meanwhile by another process (free_port is only a guess) is picked anew,
+        the bootstrap port only before the first start (clients keep it across restarts)."""
+        for attempt in range(3):
+            try:
+                return self._start()
+            except PortTaken:
+                if attempt == 2:
+                    raise
+                self.broker_base = free_port()
+                if not self.started_once:
+                    self.port = free_port()
+
+    def _start(self) -> GatewayProcess:
         command = [sys.executable, "-m", "kprotocol", "gateway", "--upstream", self.upstream,
                    "--listen", self.bootstrap, "--broker-port-base", str(self.broker_base), "--state", str(self.state),
                    "--initial-rebalance-delay-ms", "1000", "--no-uvloop", "--verbose"]
@@ -38,7 +56,12 @@ class GatewayProcess:
                                         preexec_fn=die_with_parent)
         line = self.process.stdout.readline()  # "gateway on ..." once it listens
         if not line.startswith("gateway on"):
-            raise RuntimeError(f"gateway did not start: {line!r}; log: {self.log.read_text()[-2000:]}")
+            self.process.wait(10)
+            self.process = None
+            tail = self.log.read_text()[-2000:]
+            raise (PortTaken if "address already in use" in tail.splitlines()[-1] else RuntimeError)(
+                f"gateway did not start: {line!r}; log: {tail}")
+        self.started_once = True
         return self
 
     def stop(self) -> None:
