@@ -84,3 +84,32 @@ def decode_request(frame: bytes, compiled: bool = True) -> tuple[Message, Messag
             pass
     with _swapping, _lenient_varints():  # one lenient decode at a time (the varint reader is shared)
         return read()
+
+
+async def find_coordinator_request(frame: bytes, chunk: int = 5_000) -> tuple[Message, Message] | None:
+    """A large FindCoordinator v4+ request read key by key, the event loop served every `chunk` keys (a
+    million keys decoded in one call would hold the interpreter for a tenth of a second or more); None
+    when it is not that shape (the caller decodes it the usual way)."""
+    import asyncio
+
+    from kprotocol.runtime.primitives import read_uvarint
+
+    buf = bytes(frame[4:])
+    api_version = int.from_bytes(buf[2:4], "big", signed=True)
+    if int.from_bytes(buf[0:2], "big") != 10 or api_version < 4:
+        return None
+    try:
+        request_cls, _ = api_classes(10)
+        header, pos = message_class("RequestHeader").decode_prefix(buf, request_header_version(10, api_version), 0)
+        key_type = buf[pos]
+        count, pos = read_uvarint(buf, pos + 1)
+        keys = []
+        for n in range(max(count - 1, 0)):
+            if n and n % chunk == 0:
+                await asyncio.sleep(0)
+            length, pos = read_uvarint(buf, pos)
+            keys.append(buf[pos:pos + length - 1].decode())
+            pos += length - 1
+        return header, request_cls(key_type=key_type, coordinator_keys=keys)
+    except (DecodeError, IndexError, UnicodeDecodeError, ValueError):
+        return None

@@ -408,8 +408,10 @@ class Session:
 
     async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> asyncio.Future | None:
         try:
-            header, request = await beside_loop(len(frame), lenient.decode_request, frame,  # as the broker reads
-                                                len(frame) <= LARGE_FRAME)
+            read = await lenient.find_coordinator_request(frame) if api_key == FIND_COORDINATOR and \
+                len(frame) > LARGE_FRAME else None  # a million keys: read in chunks
+            header, request = read or await beside_loop(len(frame), lenient.decode_request, frame,  # as the broker
+                                                        len(frame) <= LARGE_FRAME)  # reads it
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
