@@ -172,20 +172,11 @@ static PyObject *read_bytes(const Src *s, Py_ssize_t *pos, int flex, int nullabl
 
 static PyObject *decode_struct(PlanObject *pl, const Src *s, Py_ssize_t *pos);
 
-/* Decoded values are immutable: a tuple (or struct) holding only values the collector does not
- * track cannot be part of a cycle, so it is left untracked, as CPython does for plain tuples at its
- * next collection. A message of many small structs then costs the collector nothing. */
-static inline int all_atomic(PyObject *t, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyTuple_GET_ITEM(t, i);
-        if (PyType_HasFeature(Py_TYPE(v), Py_TPFLAGS_HAVE_GC) && PyObject_GC_IsTracked(v)) return 0;
-    }
-    return 1;
-}
-
-static inline void untrack_if_atomic(PyObject *t, Py_ssize_t n) {
-    if (all_atomic(t, n)) PyObject_GC_UnTrack(t);
-}
+/* Decoded values are immutable trees, built bottom-up: a decoded struct or array holds ints, strings,
+ * bytes, UUIDs and other decoded values, none of which can refer back to it, so no decoded value can
+ * be part of a reference cycle. They are left out of the cyclic collector (CPython does the same for
+ * plain tuples of untracked values at its next collection): a message of many small structs then
+ * costs the collector nothing, instead of being traversed and promoted through its generations. */
 
 static PyObject *read_element(const Op *op, const Src *s, Py_ssize_t *pos) {
     int kind = op->kind;
@@ -216,12 +207,12 @@ static PyObject *read_array(const Op *op, const Src *s, Py_ssize_t *pos) {
         if (!v) { Py_DECREF(t); return NULL; }
         PyTuple_SET_ITEM(t, i, v);
     }
-    if (n) untrack_if_atomic(t, n);
+    PyObject_GC_UnTrack(t);  /* see "Decoded values are immutable trees" */
     return t;
 }
 
 /* One field's value (every op but OP_CONST and OP_TAGS); NULL without an exception: not canonical. */
-static PyObject *read_field(const Op *op, const Src *s, Py_ssize_t *pos) {
+static inline __attribute__((always_inline)) PyObject *read_field(const Op *op, const Src *s, Py_ssize_t *pos) {
     PyObject *v = NULL;
     switch (op->op) {
     case OP_FIXED:
@@ -309,8 +300,8 @@ static PyObject *read_tagged(const Op *op, const Src *s, const TagAt *found, int
 
 /* Run the ops; NULL without an exception asks for the Python fallback. */
 static PyObject *decode_ops(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
-    /* Allocated untracked (tracked at the end unless atomic): the plan class is a tuple subclass
-     * without __dict__ or other slots (checked in Plan_new), laid out as a tuple. */
+    /* Allocated untracked (see "Decoded values are immutable trees"): the plan class is a tuple
+     * subclass without __dict__ or other slots (checked in Plan_new), laid out as a tuple. */
     PyObject *obj = (PyObject *)_PyObject_GC_NewVar(pl->cls, pl->nslots);
     if (!obj) return NULL;
     memset(((PyTupleObject *)obj)->ob_item, 0, pl->nslots * sizeof(PyObject *));
@@ -326,7 +317,6 @@ static PyObject *decode_ops(PlanObject *pl, const Src *s, Py_ssize_t *pos) {
         if (!v) { Py_DECREF(obj); return NULL; }
         PyTuple_SET_ITEM(obj, op->slot, v);
     }
-    if (!all_atomic(obj, pl->nslots)) PyObject_GC_Track(obj);
     return obj;
 }
 
