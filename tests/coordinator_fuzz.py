@@ -347,13 +347,32 @@ class DifferentialMachine(RuleBasedStateMachine):
     broker: Any = None
 
     @initialize(kind=st.sampled_from(["stateless", "stateful", "repartition", "copartitioned"]),
-                partitions=st.integers(1, 4), standbys=st.sampled_from([0, 0, 1]))
-    def start(self, kind: str, partitions: int, standbys: int) -> None:
+                partitions=st.integers(1, 4), standbys=st.sampled_from([0, 0, 1]), members=st.integers(0, 2))
+    def start(self, kind: str, partitions: int, standbys: int, members: int) -> None:
+        """Fresh groups and source topic; `members` members join first, in processes of their own."""
         self.d = Differential(self.broker, standbys)
         self.kind, self.topology_epoch = kind, 0
         self.d.twin.create_topic(self.d.source, partitions)
         self.topics = {self.d.source: partitions}
         self.generation = dict.fromkeys(MEMBERS, 0)
+        for i in range(members):
+            self.join(MEMBERS[i], PROCESSES[i], static=False, new_id=True, epoch_shift=0, endpoint=i + 1, rack=None,
+                      tags=None, version=1)
+
+    @precondition(lambda self: hasattr(self, "d") and self.d.views["kafka"])
+    @rule()
+    def round(self) -> None:
+        """Every member heartbeats once as a client does: its epoch, the tasks it runs, the latest version."""
+        for name in sorted(self.d.views["kafka"]):
+            if not self.d.views["kafka"][name].joined:
+                continue
+
+            def build(view: MemberView) -> Any:
+                return HB(group_id=self.d.group, member_id=view.member_id, member_epoch=view.epoch,
+                          instance_id=view.instance_id, rebalance_timeout_ms=-1, active_tasks=view.tasks("active"),
+                          standby_tasks=view.tasks("standby"), warmup_tasks=view.tasks("warmup"),
+                          endpoint_information_epoch=view.endpoint_epoch)
+            self._heartbeat(name, build, self.d.version(HB)[1])
 
     def teardown(self) -> None:
         if hasattr(self, "d"):
