@@ -766,7 +766,9 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
 
 _METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "topology_epoch",
                     "process_id", "user_endpoint", "client_tags")
-_SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "configured", "topics_version", "session_deadlines",
+# Restored when a heartbeat fails; the configured topology and the endpoint information epoch are not, as in
+# Kafka (plain fields there, outside its snapshotted state).
+_SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "topics_version", "session_deadlines",
                "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
 
 
