@@ -392,7 +392,7 @@ class StreamsGroupCoordinator:
             group.endpoint_information_epoch = endpoint_epoch
         if endpoint_epoch != req.endpoint_information_epoch:
             changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, topology, configured,
-                                                                     response_cls)
+                                                                     response_cls, replaced)
         if existed or replacing:
             changes["endpoint_information_epoch"] = endpoint_epoch
         if configured.status is not None:
@@ -507,10 +507,11 @@ class StreamsGroupCoordinator:
         return targets
 
     def _endpoints(self, group: StreamsGroup, updated: Member, topology: Any, configured: Configured | None,
-                   response_cls: Any) -> list[Any]:
+                   response_cls: Any, replaced: str | None) -> list[Any]:
         out = []
-        # the other members in the order of Kafka's hash table of members, then the member itself
-        members = [group.members[m] for m in group.member_order if m != updated.member_id] + [updated]
+        # the other members (not a static member this one replaces) in the order of Kafka's hash table of
+        # members, then the member itself
+        members = [group.members[m] for m in group.member_order if m not in (updated.member_id, replaced)] + [updated]
         if (configured is None or configured.tasks is None) and any(m.user_endpoint for m in members):
             # Kafka 4.4 fails the heartbeat (no message) when it maps endpoints to partitions of a topology
             # it could not configure (missing or mis-partitioned source topics)
