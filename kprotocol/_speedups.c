@@ -38,6 +38,9 @@ struct PlanObject {
 };
 
 static PyObject *make_uuid = NULL;
+/* uuid.UUID(bytes=raw) without its __init__: the class, SafeUUID.unknown, the shared zero UUID. */
+static PyTypeObject *uuid_type = NULL;
+static PyObject *uuid_unknown = NULL, *zero_uuid = NULL, *s_int = NULL, *s_is_safe = NULL;
 static PyObject *empty_tuple = NULL;
 
 /* ------------------------------------------------------------------ decoding */
@@ -95,6 +98,17 @@ static PyObject *read_fixed(int kind, const unsigned char *p) {
         return PyFloat_FromDouble(d);
     }
     case K_UUID: {
+        if (uuid_type) {  /* what make_uuid gives, built directly: the zero UUID shared, else its two slots */
+            static const unsigned char zero[16] = {0};
+            if (!memcmp(p, zero, 16)) return Py_NewRef(zero_uuid);
+            PyObject *value = _PyLong_FromByteArray(p, 16, 0, 0);
+            if (!value) return NULL;
+            PyObject *u = uuid_type->tp_alloc(uuid_type, 0);
+            int rc = u ? PyObject_GenericSetAttr(u, s_int, value) : -1;
+            Py_DECREF(value);
+            if (rc < 0 || PyObject_GenericSetAttr(u, s_is_safe, uuid_unknown) < 0) { Py_XDECREF(u); return NULL; }
+            return u;
+        }
         PyObject *raw = PyBytes_FromStringAndSize((const char *)p, 16);
         if (!raw) return NULL;
         PyObject *u = PyObject_CallOneArg(make_uuid, raw);
@@ -676,6 +690,28 @@ static PyTypeObject PlanType = {
 
 static PyObject *configure(PyObject *mod, PyObject *fn) {
     Py_XSETREF(make_uuid, Py_NewRef(fn));
+    /* The direct path only where it gives what make_uuid gives: uuid.UUID with its usual slots. */
+    Py_CLEAR(uuid_type);
+    PyObject *module = PyImport_ImportModule("uuid");
+    PyObject *cls = module ? PyObject_GetAttrString(module, "UUID") : NULL;
+    PyObject *safe = module ? PyObject_GetAttrString(module, "SafeUUID") : NULL;
+    Py_XDECREF(module);
+    PyObject *unknown = safe ? PyObject_GetAttrString(safe, "unknown") : NULL;
+    Py_XDECREF(safe);
+    PyObject *raw = PyBytes_FromStringAndSize(NULL, 16);
+    if (raw) memset(PyBytes_AS_STRING(raw), 0, 16);
+    PyObject *zero = raw ? PyObject_CallOneArg(fn, raw) : NULL;
+    Py_XDECREF(raw);
+    if (!cls || !unknown || !zero || !PyType_Check(cls) || !PyObject_TypeCheck(zero, (PyTypeObject *)cls)) {
+        Py_XDECREF(cls); Py_XDECREF(unknown); Py_XDECREF(zero);
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!s_int && !(s_int = PyUnicode_InternFromString("int"))) return NULL;
+    if (!s_is_safe && !(s_is_safe = PyUnicode_InternFromString("is_safe"))) return NULL;
+    uuid_type = (PyTypeObject *)cls;
+    Py_XSETREF(uuid_unknown, unknown);
+    Py_XSETREF(zero_uuid, zero);
     Py_RETURN_NONE;
 }
 

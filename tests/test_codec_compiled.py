@@ -123,3 +123,17 @@ def test_decoded_structs_are_left_out_of_the_collector() -> None:
                                        first, first.replica_nodes)))
     gc.collect()
     assert decoded == message and sys.getrefcount(first) >= 2
+
+
+@pytest.mark.parametrize("value", [0, 1, 0x1234 << 100, (1 << 128) - 1, uuid.uuid4().int])
+def test_uuids_built_without_their_init_are_the_same_uuids(value: int) -> None:
+    cls = M("MetadataResponse")
+    topic = cls._spec[4].struct
+    expected = uuid.UUID(int=value)
+    decoded = cls.decode(cls(topics=(topic(name="t", topic_id=expected),)).encode(12), 12).topics[0].topic_id
+    assert type(decoded) is uuid.UUID and decoded == expected and decoded.is_safe is uuid.SafeUUID.unknown
+    assert (str(decoded), repr(decoded), hash(decoded), decoded.bytes) == (
+        str(expected), repr(expected), hash(expected), expected.bytes)
+    if not value:
+        from kprotocol.runtime.primitives import ZERO_UUID
+        assert decoded is ZERO_UUID
