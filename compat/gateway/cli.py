@@ -17,6 +17,8 @@ from compat.gateway.config import ConfigError, add_arguments
 from kprotocol.tools.inputs import host_port
 
 STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
+SHUTDOWN_S = 10.0  # SIGTERM: at most this long for the answers owed and the connections to close
+log = logging.getLogger("kprotocol.gateway")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -134,9 +136,13 @@ async def _serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await gateway.close()
-    if tls_gateway is not None:
-        await tls_gateway.close()
+    if managed is not None:
+        await managed.stop_timers()
+    try:  # the answers owed go out; a connection that does not let go does not keep the gateway up
+        await asyncio.wait_for(asyncio.gather(gateway.close(), *([tls_gateway.close()] if tls_gateway else [])),
+                               SHUTDOWN_S)
+    except asyncio.TimeoutError:
+        log.warning("connections still open after %.0f s of shutdown: closed", SHUTDOWN_S)
     if metrics is not None:
         metrics.close()
     if managed is not None:

@@ -86,10 +86,16 @@ class ManagedGroups:
                      f": {', '.join(resumed)}" if resumed else "")
         self._ticker = asyncio.create_task(self._tick())
 
-    async def close(self) -> None:
+    async def stop_timers(self) -> None:
+        """No more time-outs: a gateway going down must not expire the sessions of members that are
+        only waiting for it to come back (a restarted gateway gives every member a fresh session)."""
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
+            self._ticker = None
+
+    async def close(self) -> None:
+        await self.stop_timers()
         self.upstream.close()
 
     def __call__(self, header: Message, request: Message, client_host: str) -> Awaitable[Message] | None:
