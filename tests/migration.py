@@ -83,15 +83,27 @@ class GatewayProcess:
 
 
 def overlaps(histories: list[list[dict]]) -> list[str]:
-    """Tasks reported active by two instances over a common time span (from the apps' own events)."""
+    """Tasks reported active by two instances over a common time span (from the apps' own events).
+
+    Kafka Streams revokes a task only during a rebalance and its thread metadata shows the change at
+    the rebalance's end, so a task that is gone once an instance is RUNNING again counts as given up
+    when that rebalance began."""
     spans: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
     for who, events in enumerate(histories):
         tasks = [e for e in events if e.get("event") == "tasks"]
         end_of_life = max((e.get("timeMs", 0) for e in events), default=0)
+        rebalance_began = None
         for current, following in zip(tasks, tasks[1:] + [None]):
+            if current.get("state") == "REBALANCING":
+                rebalance_began = current["timeMs"] if rebalance_began is None else rebalance_began
+            else:
+                rebalance_began = None
             until = following["timeMs"] if following else end_of_life
             for task in current["active"]:
-                spans[task].append((current["timeMs"], until, who))
+                gone = following is not None and task not in following["active"]
+                end = rebalance_began if gone and rebalance_began is not None else until
+                if end > current["timeMs"] or rebalance_began is None:
+                    spans[task].append((current["timeMs"], end, who))
     found = []
     for task, owned in spans.items():
         for (a0, a1, x), (b0, b1, y) in itertools.combinations(owned, 2):
