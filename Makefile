@@ -55,10 +55,10 @@ test-migration: prereqs
 	KPROTOCOL_MIGRATION=matrix $(BIN)/python -m pytest -q -s -n 0 tests/test_migration_apps.py
 
 # The gateway in front of a three-node SASL_SSL cluster: a Streams migration across node restarts and leader
-# moves, metrics scraped throughout (tests/test_kafka_cluster.py). A few minutes.
+# moves, metrics scraped throughout (tests/gateway_cluster_migration.py). A few minutes.
 test-gateway-cluster: prereqs
 	@$(MAKE) --no-print-directory $(STAMP)
-	KPROTOCOL_CLUSTER=1 $(BIN)/python -m pytest -q -s -n 0 tests/test_kafka_cluster.py
+	$(BIN)/python -m pytest -q -s -n 0 tests/gateway_cluster_migration.py
 
 kafka: $(STAMP)
 	$(BIN)/python -m kprotocol kafka broker

@@ -5,14 +5,13 @@ migrated by the gateway (one instance rolled to the streams protocol) while the 
 the node the gateway bootstraps from and another, and partition leaders move; no input record is lost,
 the state topic has the cluster's replication, and the metrics scraped throughout match what happened.
 
-Minutes long (four JVMs): run with `make test-gateway-cluster` (KPROTOCOL_CLUSTER=1); skipped otherwise.
+Minutes long (four JVMs): not collected by `make test` (its name is not test_*); `make test-gateway-cluster` runs it.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import os
 import re
 import subprocess
 import sys
@@ -35,9 +34,7 @@ from kprotocol.toolchain.cluster import KafkaCluster
 from kprotocol.toolchain.processes import die_with_parent, stop_process
 from kprotocol.toolchain.streams_app import StreamsApp
 
-pytestmark = [pytest.mark.skipif(os.environ.get("KPROTOCOL_CLUSTER") != "1",
-                                 reason="minutes long: make test-gateway-cluster"),
-              pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.xdist_group("cluster")
 USERS = {"app": "app-secret", "gateway": "gateway-secret"}
 PARTITIONS = 4
 
