@@ -46,7 +46,7 @@ demo-spark: $(STAMP)
 
 test: prereqs
 	@$(MAKE) --no-print-directory $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --durations=30 tests
 
 # The whole migration matrix of Apache Kafka's example applications (tests/test_migration_apps.py); its table
 # goes to build/migration-matrix.md. About 3 minutes a shape.

@@ -262,7 +262,7 @@ class Differential:
         for status in response.get("status") or ():
             if status["statusCode"] == MISSING_INTERNAL_TOPICS:
                 names = status["statusDetail"].split(": ", 1)[1].split(";")[0]
-                self.twin.wait_for_topics([t.strip() for t in names.split(",")], IMAGE_LAG_S)
+                self.twin.wait_for_topics([t.strip() for t in names.split(",")])
 
     def check_records(self) -> None:
         self.settle()
@@ -566,7 +566,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(partitions=st.integers(1, 4))
     def create_second_topic(self, partitions: int) -> None:
         self.d.twin.broker.create_topic(self.d.source2, partitions)
-        self.d.twin.wait_for_topics([self.d.source2], IMAGE_LAG_S)
+        self.d.twin.wait_for_topics([self.d.source2])
         self.topics[self.d.source2] = partitions
 
     @precondition(lambda self: hasattr(self, "d"))

@@ -8,6 +8,7 @@ its group settings are the group configs the twin also sets on the broker.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ HEADER = message_class("RequestHeader")
 GROUP_RESOURCE = 32
 CLIENT_ID, CLIENT_HOST = "conformance", "/127.0.0.1"
 # Deterministic settings on both sides: no assignment batching, no background assignment.
+MISSING_SOURCE_TOPICS = 1  # a topology status code
 BASE_CONFIGS = {"streams.assignment.interval.ms": "0", "streams.assignor.offload.enable": "false"}
 
 
@@ -88,13 +90,44 @@ class Twin:
         self.broker.create_topic(name, partitions)
         self.wait_for_topics([name])
 
-    def wait_for_topics(self, names: list[str], settle_s: float = 0.5) -> None:
-        for _ in range(200):
-            if set(names) <= set(self.broker_topics()):
-                time.sleep(settle_s)  # the group coordinator's metadata image follows the broker's a moment later
-                return
+    def wait_for_topics(self, names: list[str], settle_s: float = 0.0) -> None:
+        """Wait until the broker's metadata has `names` and its group coordinator sees them too (its metadata
+        image follows the broker's a moment later, longer on a loaded host): a probe member of a group on the
+        same `__consumer_offsets` partition joins with `names` as sources until none is reported missing."""
+        deadline = time.monotonic() + 60
+        while not set(names) <= set(self.broker_topics()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"topics {names} did not appear")
             time.sleep(0.05)
-        raise AssertionError(f"topics {names} did not appear")
+        probe = self._probe_group()
+        while True:
+            member = f"probe-{uuid.uuid4().hex[:8]}"
+            answer = self.conn.send(HB(group_id=probe, member_id=member, member_epoch=0, rebalance_timeout_ms=1000,
+                                       process_id="probe", endpoint_information_epoch=0, active_tasks=[],
+                                       standby_tasks=[], warmup_tasks=[], topology=topology(0, [
+                                           {"id": "0", "sources": sorted(names)}])))
+            if answer.error_code == 0:
+                self.conn.send(HB(group_id=probe, member_id=member, member_epoch=-1, rebalance_timeout_ms=-1,
+                                  endpoint_information_epoch=0, active_tasks=None, standby_tasks=None,
+                                  warmup_tasks=None))
+            seen = answer.error_code == 0 and not any(s.status_code == MISSING_SOURCE_TOPICS for s in answer.status)
+            if seen or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        time.sleep(settle_s)
+
+    def _probe_group(self) -> str:
+        """A group id of its own whose `__consumer_offsets` partition is this twin's group's (Kafka's
+        partitionFor: the id's Java hash code modulo the partition count)."""
+        metadata = self.conn.send(message_class("MetadataRequest")(topics=[
+            message_class("MetadataRequest").MetadataRequestTopic(name="__consumer_offsets")]))
+        count = len(metadata.topics[0].partitions) or 1
+        target = _java_hash(self.group_id) % count
+        for i in range(10_000):
+            candidate = f"{self.group_id}-probe-{i}"
+            if _java_hash(candidate) % count == target:
+                return candidate
+        raise AssertionError("no probe group id found")
 
     def heartbeat(self, member: str, epoch: int | None = None, **fields: Any) -> tuple[dict, dict]:
         """One heartbeat of `member` (epoch: its last epoch unless given; tasks: none owned unless given)."""
@@ -158,6 +191,15 @@ class Twin:
                         if decoded is not None and decoded.group_id == self.group_id:
                             out.append(decoded)
         return out
+
+
+def _java_hash(text: str) -> int:
+    """abs(String.hashCode()) as Kafka's Utils.abs takes it (Integer.MIN_VALUE is 0)."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return 0 if h == -(1 << 31) else abs(h)
 
 
 def comparable(record: rec.CoordinatorRecord) -> tuple:
