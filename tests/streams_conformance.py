@@ -117,14 +117,15 @@ class Twin:
         time.sleep(settle_s)
 
     def _probe_group(self) -> str:
-        """A group id of its own whose `__consumer_offsets` partition is this twin's group's (Kafka's
-        partitionFor: the id's Java hash code modulo the partition count)."""
+        """A new group id whose `__consumer_offsets` partition is this twin's group's (Kafka's partitionFor: the
+        id's Java hash code modulo the partition count); new, since an empty group keeps its topology."""
         metadata = self.conn.send(message_class("MetadataRequest")(topics=[
             message_class("MetadataRequest").MetadataRequestTopic(name="__consumer_offsets")]))
         count = len(metadata.topics[0].partitions) or 1
         target = _java_hash(self.group_id) % count
+        run = uuid.uuid4().hex[:8]
         for i in range(10_000):
-            candidate = f"{self.group_id}-probe-{i}"
+            candidate = f"{self.group_id}-probe-{run}-{i}"
             if _java_hash(candidate) % count == target:
                 return candidate
         raise AssertionError("no probe group id found")
