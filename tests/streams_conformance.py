@@ -90,27 +90,35 @@ class Twin:
         self.broker.create_topic(name, partitions)
         self.wait_for_topics([name])
 
-    def wait_for_topics(self, names: list[str], settle_s: float = 0.0) -> None:
-        """Wait until the broker's metadata has `names` and its group coordinator sees them too (its metadata
-        image follows the broker's a moment later, longer on a loaded host): a probe member of a group on the
-        same `__consumer_offsets` partition joins with `names` as sources until none is reported missing."""
+    def wait_for_topics(self, names: list[str], settle_s: float = 0.0,
+                        partitions: Mapping[str, int] | None = None) -> None:
+        """Wait until the broker's metadata has `names` (with `partitions` where given) and its group coordinator
+        sees them too (its metadata image follows the broker's a moment later, longer on a loaded host): a probe
+        member of a new group on the same `__consumer_offsets` partition joins with one subtopology per topic
+        until none is reported missing and each has the tasks its partitions make."""
         deadline = time.monotonic() + 60
-        while not set(names) <= set(self.broker_topics()):
+        while True:
+            known = self.broker_topics()
+            if all(n in known and (partitions is None or known[n] == partitions.get(n, known[n])) for n in names):
+                break
             if time.monotonic() > deadline:
                 raise AssertionError(f"topics {names} did not appear")
             time.sleep(0.05)
-        probe = self._probe_group()
+        names = sorted(names)
+        topo = topology(0, [{"id": str(i), "sources": [n]} for i, n in enumerate(names)])
         while True:
-            member = f"probe-{uuid.uuid4().hex[:8]}"
+            probe, member = self._probe_group(), f"probe-{uuid.uuid4().hex[:8]}"
+            self.alter_group_configs(probe, BASE_CONFIGS)
             answer = self.conn.send(HB(group_id=probe, member_id=member, member_epoch=0, rebalance_timeout_ms=1000,
                                        process_id="probe", endpoint_information_epoch=0, active_tasks=[],
-                                       standby_tasks=[], warmup_tasks=[], topology=topology(0, [
-                                           {"id": "0", "sources": sorted(names)}])))
+                                       standby_tasks=[], warmup_tasks=[], topology=topo))
             if answer.error_code == 0:
                 self.conn.send(HB(group_id=probe, member_id=member, member_epoch=-1, rebalance_timeout_ms=-1,
                                   endpoint_information_epoch=0, active_tasks=None, standby_tasks=None,
                                   warmup_tasks=None))
-            seen = answer.error_code == 0 and not any(s.status_code == MISSING_SOURCE_TOPICS for s in answer.status)
+            tasks = {t.subtopology_id: len(t.partitions) for t in answer.active_tasks or ()}
+            seen = answer.error_code == 0 and not any(s.status_code == MISSING_SOURCE_TOPICS for s in answer.status) \
+                and all(tasks.get(str(i)) == partitions[n] for i, n in enumerate(names) if partitions and n in partitions)
             if seen or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

@@ -510,8 +510,15 @@ class StreamsGroupCoordinator:
                    response_cls: Any, replaced: str | None) -> list[Any]:
         out = []
         # the other members (not a static member this one replaces) in the order of Kafka's hash table of
-        # members, then the member itself
-        members = [group.members[m] for m in group.member_order if m not in (updated.member_id, replaced)] + [updated]
+        # members once this heartbeat's changes are in it (a joining member may grow the table, which reorders
+        # it), then the member itself
+        order = group.member_order
+        if updated.member_id not in group.members:
+            order = order.copy()
+            if replaced is not None:
+                order.remove(replaced)
+            order.add(updated.member_id)
+        members = [group.members[m] for m in order if m not in (updated.member_id, replaced)] + [updated]
         if (configured is None or configured.tasks is None) and any(m.user_endpoint for m in members):
             # Kafka 4.4 fails the heartbeat (no message) when it maps endpoints to partitions of a topology
             # it could not configure (missing or mis-partitioned source topics)
