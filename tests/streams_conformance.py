@@ -117,8 +117,10 @@ class Twin:
                                   endpoint_information_epoch=0, active_tasks=None, standby_tasks=None,
                                   warmup_tasks=None))
             tasks = {t.subtopology_id: len(t.partitions) for t in answer.active_tasks or ()}
-            seen = answer.error_code == 0 and not any(s.status_code == MISSING_SOURCE_TOPICS for s in answer.status) \
-                and all(tasks.get(str(i)) == partitions[n] for i, n in enumerate(names) if partitions and n in partitions)
+            missing = any(s.status_code == MISSING_SOURCE_TOPICS for s in answer.status)
+            want = partitions or {}
+            counted = all(tasks.get(str(i)) == want.get(n, tasks.get(str(i))) for i, n in enumerate(names))
+            seen = answer.error_code == 0 and not missing and counted
             if seen or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

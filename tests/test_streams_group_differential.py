@@ -19,6 +19,7 @@ from test_streams_group_conformance import check_records, same
 LEAVE = message_class("LeaveGroupRequest")
 COMMIT = message_class("OffsetCommitRequest")
 DESCRIBE = message_class("StreamsGroupDescribeRequest")
+HB = message_class("StreamsGroupHeartbeatRequest")
 FUZZ_SEQUENCES, FUZZ_STEPS = 3, 15  # in `make test`: about 25 s against the shared broker
 
 
@@ -70,6 +71,19 @@ def test_a_static_member_that_left_with_minus_two_expires_at_its_session_time_ou
     check_records(t)
 
 
+@pytest.mark.parametrize("ids", [["m0-1", "m1-1", "m2-1", "m1-2", "m0-2", "m1-3"],   # the sixth grows the table
+                                 ["m0-1", "m2-1", "m1-2", "m0-2", "m1-3"]])
+def test_endpoints_are_listed_in_the_member_tables_order_with_the_joining_member_in_it(kafka_broker,
+                                                                                      ids: list[str]) -> None:
+    """Found by the fuzzer: Kafka lists the other members' endpoints in its member table's order once the joining
+    member is in it, and a sixth member doubles the table, which reorders it."""
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    for member in ids:
+        same(*t.heartbeat(member, 0, topology=topo, user_endpoint=HB.Endpoint(host=member, port=1)))
+    check_records(t)
+
+
 def test_describing_a_group_that_is_not_a_streams_group(kafka_broker) -> None:
     t, group, source = twin(kafka_broker)
     other = f"{group}-plain"
@@ -103,6 +117,33 @@ def test_leave_group_naming_streams_members_answers_unknown_member_id(kafka_brok
     same(*t.send(LEAVE(group_id=f"{group}-absent", members=[LEAVE.MemberIdentity(member_id="m1")])))
     same(*t.describe())                                  # both members are still there
     same(*t.heartbeat("m1"))
+    check_records(t)
+
+
+def test_describe_shows_the_topology_configured_at_the_last_write(kafka_broker) -> None:
+    """Found by the fuzzer: a heartbeat that configures the topology anew and then fails (here: endpoints over a
+    topology whose repartition topic no longer matches its source) keeps it for the next heartbeats, but Kafka
+    describes its last committed state, which shows the new configuration only after the next write."""
+    t, group, source = twin(kafka_broker)
+    CREATE_PARTITIONS = message_class("CreatePartitionsRequest")
+    topo = topology(0, [{"id": "0", "sources": [source], "repartition_sinks": [f"{group}-rep"]},
+                        {"id": "1", "repartition_sources": {f"{group}-rep": 0}, "changelogs": [f"{group}-agg"]}])
+    same(*t.heartbeat("m1", 0, topology=topo))           # creates the internal topics, then configures
+    same(*t.heartbeat("m1"))
+    same(*t.heartbeat("m1", -1))                         # the group is empty, its topology configured
+    answer = t.conn.send(CREATE_PARTITIONS(topics=[CREATE_PARTITIONS.CreatePartitionsTopic(
+        name=source, count=6, assignments=None)], timeout_ms=30000))
+    assert answer.results[0].error_code == 0
+    t.wait_for_topics([source], partitions={source: 6})
+    broker, ours = t.heartbeat("m2", 0, topology=topo, user_endpoint=HB.Endpoint(host="h", port=1))
+    assert broker["errorCode"] != 0                       # 4.4 fails it: endpoints of an unconfigurable topology
+    same(broker, ours)
+    same(*t.describe())                                  # still the committed configuration (4 partitions)
+    commit = COMMIT(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        COMMIT.OffsetCommitRequestTopic(name=source, partitions=[
+            COMMIT.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])])
+    same(*t.send(commit, 9))                             # a write: the configuration done in place is committed
+    same(*t.describe())
     check_records(t)
 
 

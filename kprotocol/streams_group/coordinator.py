@@ -154,18 +154,27 @@ class StreamsGroupCoordinator:
         """Answer one request; the records it returns are already applied."""
         api_key, version = header.request_api_key, header.request_api_version
         if api_key == STREAMS_GROUP_HEARTBEAT:
-            return self._heartbeat(header, request, version, now_ms, client_host)
+            return self._committed(*self._heartbeat(header, request, version, now_ms, client_host))
         if api_key == STREAMS_GROUP_DESCRIBE:
             return self._describe(request, version), []
         if api_key == OFFSET_COMMIT:
-            return self._offset_commit(request, version, now_ms)
+            return self._committed(*self._offset_commit(request, version, now_ms))
         if api_key == TXN_OFFSET_COMMIT:
-            return self._txn_offset_commit(request, version, now_ms)
+            return self._committed(*self._txn_offset_commit(request, version, now_ms))
         if api_key == OFFSET_FETCH:
             return self._offset_fetch(request, version), []
         if api_key == LEAVE_GROUP:
-            return self._leave_group(request, version, now_ms)
+            return self._committed(*self._leave_group(request, version, now_ms))
         raise ValueError(f"the streams-group coordinator does not handle api key {api_key}")
+
+    def _committed(self, response: Message,
+                   records: list[CoordinatorRecord]) -> tuple[Message, list[CoordinatorRecord]]:
+        """A write with records commits the state of every group, topologies configured in place included (Kafka
+        snapshots its whole coordinator at each write; StreamsGroupDescribe reads the last committed one)."""
+        if records:
+            for group in self.groups.values():
+                group.described_configured = group.configured
+        return response, records
 
     def poll(self, now_ms: int) -> tuple[list[CoordinatorRecord], int | None]:
         """Expire sessions and rebalance time-outs, run delayed assignments; (records, next deadline)."""
@@ -190,7 +199,7 @@ class StreamsGroupCoordinator:
                     records: list[CoordinatorRecord] = []
                     self._assign(group, group.epoch, None, group.configured, records, now_ms)
                     out += self._apply(group, records)
-        return out, self.next_deadline()
+        return self._committed(out, out)[1], self.next_deadline()
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self.groups.values() for d in g.session_deadlines.values()]
@@ -497,8 +506,6 @@ class StreamsGroupCoordinator:
                                                              f"epoch {epoch}: {exc}") from exc
         else:
             targets = {m: EMPTY for m in members}
-        # Kafka writes them in the order of a HashMap filled from its table of members, then new members
-        filled = [m for m in group.member_order if m in members] + [m for m in members if m not in group.members]
         for member_id in hash_order(filled):
             new = targets.get(member_id, EMPTY)
             if member_id not in previous or previous[member_id] != new:
@@ -622,7 +629,8 @@ class StreamsGroupCoordinator:
         extra = {"assignor_name": self.config_for(group.group_id).assignment.assignor} if version >= 1 else {}
         return cls.DescribedGroup(group_id=group.group_id, group_state=group.state, group_epoch=group.epoch,
                                   assignment_epoch=group.assignment_epoch,
-                                  topology=describe(group.topology, group.configured, cls), members=members, **extra)
+                                  topology=describe(group.topology, group.described_configured, cls), members=members,
+                                  **extra)
 
     @staticmethod
     def _describe_member(group: StreamsGroup, m: Member, cls: Any, is_classic: bool) -> Any:

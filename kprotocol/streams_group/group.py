@@ -47,6 +47,9 @@ class StreamsGroup:
     exists: bool = False
     # soft state
     configured: Configured | None = None
+    # the configured topology StreamsGroupDescribe shows: Kafka describes its committed state, and a heartbeat that
+    # configures the topology but writes nothing (or fails) changes it only at the coordinator's next write
+    described_configured: Configured | None = None
     topics_version: int = -1
     endpoint_information_epoch: int = 0
     shutdown_requested_by: str | None = None
