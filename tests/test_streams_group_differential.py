@@ -147,6 +147,22 @@ def test_describe_shows_the_topology_configured_at_the_last_write(kafka_broker) 
     check_records(t)
 
 
+def test_a_heartbeat_failing_late_keeps_its_shutdown_request(kafka_broker) -> None:
+    """Found by the fuzzer: a heartbeat that asks for the application's shutdown and then fails mapping its endpoint
+    over a topology that cannot be configured keeps the request (Kafka sets it in place before failing)."""
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source, f"{group}-absent"]}])
+    same(*t.heartbeat("m1", 0, topology=topo))           # a source is missing: not configured
+    epoch = t.epochs["m1"]
+    broker, ours = t.heartbeat("m1", shutdown_application=True, user_endpoint=HB.Endpoint(host="h", port=1))
+    assert broker["errorCode"] != 0
+    same(broker, ours)
+    broker, ours = t.heartbeat("m1", epoch)
+    assert any(s["statusCode"] == 4 for s in broker["status"]), broker  # SHUTDOWN_APPLICATION
+    same(broker, ours)
+    check_records(t)
+
+
 @pytest.mark.parametrize("case, subtopologies", [
     ("repartition source of -3 partitions", lambda s, g: [
         {"id": "0", "sources": [s], "repartition_sinks": [f"{g}-r"]},

@@ -100,6 +100,7 @@ class StreamsGroupCoordinator:
         self.internal_topics_to_create: dict[str, InternalTopic] = {}
         self.classic_members: dict[str, set[str]] = {}  # group -> members speaking the classic protocol (compat)
         self._pending_txn: dict[int, list[CoordinatorRecord]] = {}
+        self._past_validation = False  # the heartbeat being handled got past the validation of its owned tasks
 
     # --- inputs other than requests ------------------------------------------------------------
 
@@ -221,14 +222,19 @@ class StreamsGroupCoordinator:
         _, response_cls = api_classes(STREAMS_GROUP_HEARTBEAT)
         group = self.groups.get(req.group_id)
         saved = _soft_state(group) if group is not None else None
+        self._past_validation = False
         try:
             _validate_heartbeat(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(req, response_cls, now)
             return self._member_heartbeat(header, req, response_cls, version, now, client_host)
-        except CoordinatorError as exc:  # as in Kafka, a refused heartbeat changes nothing
+        except CoordinatorError as exc:  # as in Kafka, a refused heartbeat changes no record
+            # nor, refused before its owned tasks were validated, any soft state; Kafka changes its task offsets,
+            # timers and shutdown request in place after that point, and a later failure (the assignor, the
+            # endpoints) keeps them
             if group is not None and saved is not None:
-                _restore_soft_state(group, saved)
+                _restore_soft_state(group, saved if not self._past_validation else
+                                    {"topics_version": saved["topics_version"]})  # recomputed at the next one
             return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
 
     def _leave(self, req: Message, response_cls: Any, now: int) -> tuple[Message, list[CoordinatorRecord]]:
@@ -329,6 +335,7 @@ class StreamsGroupCoordinator:
             validated = topology.epoch
             for tasks in (req.active_tasks, req.standby_tasks, req.warmup_tasks):
                 _check_tasks(configured, tasks)
+        self._past_validation = True
         bump |= validated != group.validated_topology_epoch
         configs = cfg.assignment_configs()
         bump |= configs != group.last_assignment_configs
