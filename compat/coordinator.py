@@ -140,6 +140,17 @@ class MigrationCoordinator:
                      if d is not None]
         return answers, records, min(deadlines, default=None)
 
+    def classic_standby_replicas(self, group_id: str) -> int:
+        """The most standby copies of one task the classic members of a streams group hold (what the classic
+        leader's assignor was configured with, as far as their assignments show it)."""
+        group = self.streams.group(group_id)
+        copies: dict[tuple[str, int], int] = {}
+        for member_id in self.streams.classic_members.get(group_id, set()) & set(group.members if group else ()):
+            for sub, partitions in group.members[member_id].assigned.standby.items():
+                for p in partitions:
+                    copies[(sub, p)] = copies.get((sub, p), 0) + 1
+        return max(copies.values(), default=0)
+
     # --- offset commits -----------------------------------------------------------------------
 
     def validate_commit(self, group_id: str, member_id: str, epoch: int, instance_id: str | None,

@@ -212,3 +212,13 @@ def test_classic_group_is_leader_based() -> None:
     assert records[0].to_dict()["value"]["data"]["generation"] == 2
     answers, _, deadline = c.poll(50 + 10_000)
     assert c.classic["app"].members == {} and deadline is None
+
+
+def test_the_standby_replicas_classic_members_ran_are_counted_at_the_conversion() -> None:
+    """The gateway warns when they exceed its streams.num.standby.replicas (a group config under KIP-1071)."""
+    kip_example_assignor.TARGETS.clear()
+    kip_example_assignor.TARGETS.update({str(PROCESS[p]): {} for p in "ABC"})
+    ex = Example()
+    assert ex.c.classic_standby_replicas("app") == 0  # still classic
+    ex.streams()
+    assert ex.c.classic_standby_replicas("app") == 1  # A and B held every task once as a standby

@@ -173,12 +173,15 @@ class ManagedGroups:
                 if header.request_api_key in (11, 88):
                     await self._refresh_topics()
                 snapshot = Snapshot(self.coordinator, group_id)
+                was_classic = group_id in self.coordinator.classic
                 try:
                     answers, records = self.coordinator.handle(token, header, request, now_ms(),
                                                                client_host=client_host)
                 except Exception:
                     snapshot.restore()
                     raise
+                if was_classic and self.coordinator.streams.group(group_id) is not None:
+                    self._log_conversion(group_id)
                 self._due[group_id] = 0
                 if not await self._persist(group_id, records, snapshot):
                     return apis.error_answer(header.request_api_key, header.request_api_version, request,
@@ -196,6 +199,20 @@ class ManagedGroups:
                       header.request_api_version, getattr(request, "member_id", "?"),
                       getattr(response, "error_code", None))
         return response
+
+    def _log_conversion(self, group_id: str) -> None:
+        """One line when a classic group becomes a streams group, and a warning when its classic members ran more
+        standby replicas than the gateway's `streams.num.standby.replicas` (a group config under KIP-1071)."""
+        group = self.coordinator.streams.group(group_id)
+        classic = self.coordinator.streams.classic_members.get(group_id, set())
+        log.info("group %s: a streams-protocol member joined, now a streams group at epoch %d with %d classic "
+                 "member(s)", group_id, group.epoch, len(classic))
+        ran = self.coordinator.classic_standby_replicas(group_id)
+        configured = self.coordinator.streams.config_for(group_id).assignment.num_standby_replicas
+        if ran > configured:
+            log.warning("group %s: its classic members ran %d standby replica(s) per task, the gateway's "
+                        "streams.num.standby.replicas is %d: give --group-config streams.num.standby.replicas=%d "
+                        "to keep them", group_id, ran, configured, ran)
 
     async def _persist(self, group_id: str, records: list[CoordinatorRecord], snapshot: Snapshot | None) -> bool:
         """Write `records` before anyone hears of them; if the write fails, roll the group back."""
