@@ -1,10 +1,10 @@
 """Coverage-guided fuzzing of one input family with atheris (libFuzzer for Python).
 
-    python -m kprotocol.fuzz FAMILY [--seconds 60] [--runs N] [--corpus DIR]
+    python -m kprotocol.fuzz FAMILY [--seconds 60] [--runs N] [--corpus DIR] [--timeout 1]
     make fuzz FAMILY=records SECONDS=600
 
 The corpus starts from the family's seeds (vectors and fixtures); inputs that raise anything but a
-DecodeError, run over 1 s or need over 2 GB are crashes, saved under build/fuzz/crashes/FAMILY/.
+DecodeError, run over --timeout seconds or need over 2 GB are crashes, saved under build/fuzz/crashes/FAMILY/.
 libFuzzer's final statistics (executions, peak RSS) close the output.
 """
 
@@ -28,6 +28,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60, help="stop after this long (0: no limit)")
     parser.add_argument("--runs", type=int, default=-1, help="stop after this many executions (-1: no limit)")
     parser.add_argument("--corpus", type=Path, help="corpus directory (default build/fuzz/corpus/FAMILY)")
+    parser.add_argument("--timeout", type=int, default=1,
+                        help="seconds one input may take before it counts as a hang (more on a loaded machine)")
     args = parser.parse_args()
     import atheris
 
@@ -49,8 +51,8 @@ def main() -> None:
 
     one_input(b"")  # import everything the target needs before instrumenting it
     atheris.instrument_all()
-    atheris.Setup([sys.argv[0], str(corpus), f"-max_total_time={args.seconds}", f"-runs={args.runs}", "-timeout=1",
-                   "-rss_limit_mb=2048", f"-max_len={max_len}", "-print_final_stats=1",
+    atheris.Setup([sys.argv[0], str(corpus), f"-max_total_time={args.seconds}", f"-runs={args.runs}",
+                   f"-timeout={args.timeout}", "-rss_limit_mb=2048", f"-max_len={max_len}", "-print_final_stats=1",
                    f"-artifact_prefix={crashes}/"], one_input)
     atheris.Fuzz()
 
