@@ -501,6 +501,10 @@ class StreamsGroupCoordinator:
         members = group.members if members is None else members
         previous = group.targets if previous is None else previous
         cfg = self.config_for(group.group_id)
+        # Kafka fills a HashMap from its table of members, then new members: the assignor iterates that map and
+        # the target records follow its order
+        filled = [m for m in group.member_order if m in members] + [m for m in members if m not in group.members]
+        members = {m: members[m] for m in filled}
         if configured is not None and configured.is_ready:
             topology = group.topology if group.topology is not None else None
             stateful = stateful_subtopologies(topology) if topology is not None else \
