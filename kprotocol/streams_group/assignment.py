@@ -1,8 +1,8 @@
-"""Target assignment of a streams group at member level, by the shared assignor.
+"""Target assignment of a streams group at member level.
 
-The assignor places tasks on processes (KIP-924); `distribute` then spreads each process's tasks
-over its members. Previous ownership is the current target assignment, as in Kafka's broker;
-lags come from the task offsets members report in their heartbeats.
+`sticky` is Kafka's broker assignor itself (`broker_sticky`). Any other name is the shared assignor: it
+places tasks on processes (KIP-924), `distribute` then spreads each process's tasks over its members;
+previous ownership is the current target assignment, lags come from the task offsets members report.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from kprotocol.assignor import (ApplicationState, AssignmentConfigs, AssignmentE
                                 validate_task_assignment)
 from kprotocol.assignor.api import unchecked
 from kprotocol.assignor.scenario import Member as ScenarioMember
+from kprotocol.streams_group import broker_sticky
 from kprotocol.streams_group.member import Member
 from kprotocol.streams_group.tasks import TaskSets
 
@@ -37,9 +38,13 @@ def compute_targets(members: Mapping[str, Member], targets: Mapping[str, TaskSet
                     stateful: set[str], settings: AssignmentSettings,
                     task_offsets: Mapping[str, Mapping[tuple[str, int], int]],
                     end_offsets: Mapping[str, Mapping[tuple[str, int], int]], now_ms: int) -> dict[str, TaskSets]:
-    """member id -> its new target, for `tasks` (subtopology -> number of tasks)."""
+    """member id -> its new target, for `tasks` (subtopology -> number of tasks); `members` in the order Kafka
+    iterates them (its table of members, then a joining member), which breaks the `sticky` assignor's ties."""
     if not members:
         return {}
+    if settings.assignor == "sticky":
+        return broker_sticky.assign(list(members.values()), tasks, stateful, settings.num_standby_replicas,
+                                    task_offsets)
     shape = tuple(sorted(tasks.items()))
     all_tasks = _task_infos(shape, frozenset(stateful))
     name_of, task_of = _task_names(shape)

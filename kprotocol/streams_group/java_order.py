@@ -1,8 +1,14 @@
-"""The iteration order of Java's `HashMap`/`HashSet` of strings, where Kafka's messages expose it."""
+"""Java's `HashMap`/`HashSet` of strings and `PriorityQueue`: their orders, where Kafka's messages or its
+tie-breaking expose them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+_MIN_TREEIFY_CAPACITY = 64  # a smaller HashMap doubles rather than make a tree of a long chain
 
 
 def java_string_hash(text: str) -> int:
@@ -14,18 +20,91 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def hash_order(names: Iterable[str]) -> list[str]:
-    """`names` in the order a `HashSet` filled in that order iterates them (no tree bins: < 8 per bucket)."""
-    unique = list(dict.fromkeys(names))
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
-        capacity *= 2
+def hash_order(keys: Iterable[str], initial_capacity: int = 16, *, compute_if_absent: bool = False) -> list[str]:
+    """The distinct `keys` in the order a `HashMap` (or `HashSet`) made by `new HashMap<>(initial_capacity)` iterates
+    them once given them in that order by `put` (or, `compute_if_absent`, by `computeIfAbsent`).
 
-    def bucket(name: str) -> int:
-        h = java_string_hash(name) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
+    The table is a power of two at least `initial_capacity`; it doubles when it holds more than 3/4 of it (`put`
+    checks after adding a key, `computeIfAbsent` before each call, even for a key it has) and, below 64 buckets,
+    when a bucket's chain grows to 9 keys (8 by `computeIfAbsent`). A bucket iterates its keys in insertion order
+    (`computeIfAbsent` adds at the head: newest first) through every doubling. Tree bins (a chain that long in a
+    table of 64 buckets or more) are not emulated."""
+    initial = 1 if initial_capacity <= 1 else 1 << (initial_capacity - 1).bit_length()
+    spread: dict[str, int] = {}  # key -> its spread hash, in insertion order
+    capacity = 0
+    chains: Counter[int] = Counter()
 
-    return sorted(unique, key=bucket)  # stable: insertion order within a bucket
+    def grow() -> None:
+        nonlocal capacity, chains
+        capacity = capacity * 2 if capacity else initial
+        chains = Counter(h & (capacity - 1) for h in spread.values())
+
+    treeify = 8 if compute_if_absent else 9
+    for key in keys:
+        if not capacity or (compute_if_absent and len(spread) > capacity * 3 // 4):
+            grow()
+        if key in spread:
+            continue
+        h = java_string_hash(key) & 0xFFFFFFFF
+        spread[key] = h = h ^ (h >> 16)
+        chains[h & (capacity - 1)] += 1
+        if chains[h & (capacity - 1)] >= treeify and capacity < _MIN_TREEIFY_CAPACITY:
+            grow()
+        if not compute_if_absent and len(spread) > capacity * 3 // 4:
+            grow()
+    newest_first = -1 if compute_if_absent else 1
+    order = sorted(enumerate(spread.items()), key=lambda e: (e[1][1] & (capacity - 1), newest_first * e[0]))
+    return [key for _, (key, _) in order]
+
+
+class PriorityQueue(Generic[T]):
+    """`java.util.PriorityQueue` ordered by `key` (a comparator comparing keys): the same binary heap, so the same
+    element comes out first among equal keys. Keys are read at each comparison, as the comparator reads them."""
+
+    __slots__ = ("_heap", "_key")
+
+    def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
+        self._heap: list[T] = []
+        self._key = key
+        for item in items:  # addAll: one offer after the other
+            self.add(item)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, item: T) -> None:
+        heap, key = self._heap, self._key
+        k = len(heap)
+        heap.append(item)
+        item_key = key(item)
+        while k > 0:
+            parent = (k - 1) >> 1
+            if not item_key < key(heap[parent]):
+                break
+            heap[k] = heap[parent]
+            k = parent
+        heap[k] = item
+
+    def poll(self) -> T | None:
+        heap, key = self._heap, self._key
+        if not heap:
+            return None
+        head, last = heap[0], heap.pop()
+        n = len(heap)
+        if n:
+            last_key, k, half = key(last), 0, n >> 1
+            while k < half:
+                child = 2 * k + 1
+                child_key = key(heap[child])
+                if child + 1 < n and key(heap[child + 1]) < child_key:
+                    child += 1
+                    child_key = key(heap[child])
+                if not child_key < last_key:  # the element is <= the smaller child: it stays here
+                    break
+                heap[k] = heap[child]
+                k = child
+            heap[k] = last
+        return head
 
 
 _FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.findSlot
