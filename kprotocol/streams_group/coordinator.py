@@ -291,13 +291,14 @@ class StreamsGroupCoordinator:
             user_endpoint=(req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
             else None if joining else member.user_endpoint)  # a (re)join without an endpoint clears it (Kafka 4.4)
         # A new member, or a change of a member's metadata, bumps the group epoch: as Kafka 4.4 does, any change
-        # but the instance id's, and the endpoint's of a static member; for the classic members compat
-        # translates, only changes the assignor sees do.
-        bump = member.member_id not in group.members or replaced is not None
+        # of a dynamic member's but its instance id's, a change of a static member's topology epoch, rack, client
+        # tags or process (one rejoining under a new member id is no new member: it takes the old one's place);
+        # for the classic members compat translates, only changes the assignor sees do.
+        bump = member.member_id not in group.members and replaced is None
         if updated.metadata() != member.metadata():
             hb.records.append(rec.member_metadata(group_id, updated))
-            ignored = {"instance_id"} | ({"user_endpoint"} if updated.instance_id is not None else set())
-            bump = bump or any(getattr(updated, f) != getattr(member, f) for f in _METADATA_FIELDS if f not in ignored)
+            fields = _METADATA_FIELDS if updated.instance_id is None else _STATIC_EPOCH_FIELDS
+            bump = bump or any(getattr(updated, f) != getattr(member, f) for f in fields if f != "instance_id")
             if member.member_id in self.classic_members.get(group_id, ()):
                 bump = replaced is not None or member.member_id not in group.members or \
                     (updated.process_id, updated.rack_id, updated.client_tags) != \
@@ -349,24 +350,25 @@ class StreamsGroupCoordinator:
         else:
             group_initial_delay = group.pending_assignment_at is not None and group.assignment_epoch == 0
 
-        # 4. the target assignment
+        # 4. the target assignment (a static member rejoining under a new member id inherits its predecessor's)
+        current_target = group.target(updated.member_id if replaced is None else replaced)
         if epoch > group.assignment_epoch:
             if group_initial_delay and group.pending_assignment_at is not None and now < group.pending_assignment_at:
                 target_epoch, target = max(1, group.assignment_epoch), EMPTY
                 hb.statuses.append((ASSIGNMENT_DELAYED, INITIAL_DELAY_DETAIL))
             elif group.assignment_epoch > 0 and now < group.assignment_timestamp + cfg.assignment_interval_ms:
-                target_epoch, target = group.assignment_epoch, group.target(updated.member_id)
+                target_epoch, target = group.assignment_epoch, current_target
                 hb.statuses.append((ASSIGNMENT_DELAYED, INTERVAL_DETAIL))
                 group.pending_assignment_at = group.assignment_timestamp + cfg.assignment_interval_ms
             else:
                 members, previous = {**group.members, updated.member_id: updated}, dict(group.targets)
-                if replaced is not None:  # the new static member inherits its predecessor's target
+                if replaced not in (None, updated.member_id):  # a new static member inherits its predecessor's target
                     members.pop(replaced, None)
                     previous[updated.member_id] = previous.pop(replaced, EMPTY)
                 targets = self._assign(group, epoch, members, configured, hb.records, now, previous)
                 target_epoch, target = epoch, targets.get(updated.member_id, EMPTY)
         else:
-            target_epoch, target = group.assignment_epoch, group.target(updated.member_id)
+            target_epoch, target = group.assignment_epoch, current_target
 
         # 5. reconciliation
         reconciled = updated
@@ -793,6 +795,7 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
 
 _METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "topology_epoch",
                     "process_id", "user_endpoint", "client_tags")
+_STATIC_EPOCH_FIELDS = ("topology_epoch", "rack_id", "client_tags", "process_id")  # Kafka's epoch-relevant ones
 # Restored when a heartbeat fails; the configured topology and the endpoint information epoch are not, as in
 # Kafka (plain fields there, outside its snapshotted state).
 _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "topics_version", "session_deadlines",
