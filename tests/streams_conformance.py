@@ -124,6 +124,10 @@ class Twin:
             if seen or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
+        # the probe's records were a write on this group's coordinator partition: Kafka's committed state (what its
+        # StreamsGroupDescribe shows) now has what heartbeats configured in place; the coordinator saw no write
+        for group in self.coordinator.groups.values():
+            group.described_configured = group.configured
         time.sleep(settle_s)
 
     def _probe_group(self) -> str:
