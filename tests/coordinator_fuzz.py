@@ -165,6 +165,7 @@ class Differential:
         configs = {"streams.session.timeout.ms": str(SESSION_TIMEOUT_MS), "streams.heartbeat.interval.ms": "500",
                    "streams.num.standby.replicas": str(standbys)}
         self.twin = Twin(broker, self.group, configs)
+        self.other = self.twin.same_partition_group(self.other)  # one coordinator partition, as the coordinator is
         self.twin.alter_group_configs(self.other, configs)
         self.conn = self.twin.conn
         self.coordinator = self.twin.coordinator

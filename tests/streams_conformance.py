@@ -131,18 +131,21 @@ class Twin:
         time.sleep(settle_s)
 
     def _probe_group(self) -> str:
-        """A new group id whose `__consumer_offsets` partition is this twin's group's (Kafka's partitionFor: the
-        id's Java hash code modulo the partition count); new, since an empty group keeps its topology."""
+        """A new group id (an empty group keeps its topology) on this twin's group's coordinator partition."""
+        return self.same_partition_group(f"{self.group_id}-probe-{uuid.uuid4().hex[:8]}")
+
+    def same_partition_group(self, prefix: str) -> str:
+        """`prefix-N`, the first such group id whose `__consumer_offsets` partition is this twin's group's (Kafka's
+        partitionFor: the id's Java hash code modulo the partition count): a coordinator partition snapshots its
+        groups together, as the coordinator here does."""
         metadata = self.conn.send(message_class("MetadataRequest")(topics=[
             message_class("MetadataRequest").MetadataRequestTopic(name="__consumer_offsets")]))
         count = len(metadata.topics[0].partitions) or 1
         target = _java_hash(self.group_id) % count
-        run = uuid.uuid4().hex[:8]
         for i in range(10_000):
-            candidate = f"{self.group_id}-probe-{run}-{i}"
-            if _java_hash(candidate) % count == target:
-                return candidate
-        raise AssertionError("no probe group id found")
+            if _java_hash(f"{prefix}-{i}") % count == target:
+                return f"{prefix}-{i}"
+        raise AssertionError("no group id found")
 
     def heartbeat(self, member: str, epoch: int | None = None, **fields: Any) -> tuple[dict, dict]:
         """One heartbeat of `member` (epoch: its last epoch unless given; tasks: none owned unless given)."""
