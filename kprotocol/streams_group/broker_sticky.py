@@ -30,7 +30,8 @@ class _Process:
         self.capacity = len(member_ids)
         self.task_count = 0
         self.load = 0.0
-        self.counts = dict.fromkeys(hash_order(member_ids), 0)  # member -> tasks, in its HashMap's order
+        order = hash_order(member_ids) if len(member_ids) > 1 else member_ids
+        self.counts = dict.fromkeys(order, 0)  # member -> tasks, in its HashMap's order
         self.active: dict[str, list[Task]] = {}
         self.standby: dict[str, list[Task]] = {}
         self.tasks: set[Task] = set()

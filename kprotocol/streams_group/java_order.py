@@ -3,20 +3,25 @@ tie-breaking expose them."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _MIN_TREEIFY_CAPACITY = 64  # a smaller HashMap doubles rather than make a tree of a long chain
 
 
+@lru_cache(maxsize=1 << 16)
 def java_string_hash(text: str) -> int:
-    """`String.hashCode()` over UTF-16 code units, as a signed 32-bit int."""
+    """`String.hashCode()` over UTF-16 code units, as a signed 32-bit int (cached: member ids and names recur)."""
+    if text.isascii():
+        units: Iterable[int] = text.encode()
+    else:
+        data = text.encode("utf-16-be")
+        units = (data[i] << 8 | data[i + 1] for i in range(0, len(data), 2))
     h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    for unit in units:
+        h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -32,12 +37,14 @@ def hash_order(keys: Iterable[str], initial_capacity: int = 16, *, compute_if_ab
     initial = 1 if initial_capacity <= 1 else 1 << (initial_capacity - 1).bit_length()
     spread: dict[str, int] = {}  # key -> its spread hash, in insertion order
     capacity = 0
-    chains: Counter[int] = Counter()
+    chains: list[int] = []  # keys per bucket
 
     def grow() -> None:
         nonlocal capacity, chains
         capacity = capacity * 2 if capacity else initial
-        chains = Counter(h & (capacity - 1) for h in spread.values())
+        chains = [0] * capacity
+        for h in spread.values():
+            chains[h & (capacity - 1)] += 1
 
     treeify = 8 if compute_if_absent else 9
     for key in keys:
@@ -59,12 +66,14 @@ def hash_order(keys: Iterable[str], initial_capacity: int = 16, *, compute_if_ab
 
 class PriorityQueue(Generic[T]):
     """`java.util.PriorityQueue` ordered by `key` (a comparator comparing keys): the same binary heap, so the same
-    element comes out first among equal keys. Keys are read at each comparison, as the comparator reads them."""
+    element comes out first among equal keys. An element's key is read when it is added: like Java's heap, the
+    queue must not hold an element while its key changes (poll it, change it, add it again)."""
 
-    __slots__ = ("_heap", "_key")
+    __slots__ = ("_heap", "_keys", "_key")
 
     def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
         self._heap: list[T] = []
+        self._keys: list[Any] = []
         self._key = key
         for item in items:  # addAll: one offer after the other
             self.add(item)
@@ -73,37 +82,35 @@ class PriorityQueue(Generic[T]):
         return len(self._heap)
 
     def add(self, item: T) -> None:
-        heap, key = self._heap, self._key
+        heap, keys, item_key = self._heap, self._keys, self._key(item)
         k = len(heap)
         heap.append(item)
-        item_key = key(item)
+        keys.append(item_key)
         while k > 0:
             parent = (k - 1) >> 1
-            if not item_key < key(heap[parent]):
+            if not item_key < keys[parent]:
                 break
-            heap[k] = heap[parent]
+            heap[k], keys[k] = heap[parent], keys[parent]
             k = parent
-        heap[k] = item
+        heap[k], keys[k] = item, item_key
 
     def poll(self) -> T | None:
-        heap, key = self._heap, self._key
+        heap, keys = self._heap, self._keys
         if not heap:
             return None
-        head, last = heap[0], heap.pop()
+        head, last, last_key = heap[0], heap.pop(), keys.pop()
         n = len(heap)
         if n:
-            last_key, k, half = key(last), 0, n >> 1
+            k, half = 0, n >> 1
             while k < half:
                 child = 2 * k + 1
-                child_key = key(heap[child])
-                if child + 1 < n and key(heap[child + 1]) < child_key:
+                if child + 1 < n and keys[child + 1] < keys[child]:
                     child += 1
-                    child_key = key(heap[child])
-                if not child_key < last_key:  # the element is <= the smaller child: it stays here
+                if not keys[child] < last_key:  # the element is <= the smaller child: it stays here
                     break
-                heap[k] = heap[child]
+                heap[k], keys[k] = heap[child], keys[child]
                 k = child
-            heap[k] = last
+            heap[k], keys[k] = last, last_key
         return head
 
 
