@@ -168,6 +168,7 @@ def test_static_members_join_leave_and_come_back(kafka_broker, standbys) -> None
         g.join(f"s{i}", process, instance=f"i{i}")
         g.rounds(1)
     g.rounds(2)
+    g.beat("s0", rebalance_timeout_ms=45_000)  # recorded, but no new epoch for a static member
     g.leave("s1", static=True)       # -2: it keeps its tasks, its instance id may come back
     g.rounds(1)
     g.join("s1-again", "pb", instance="i1")   # a new member id for the same instance: inherits the assignment
