@@ -84,6 +84,8 @@ def _java_string(text: str) -> bytes:
 
 
 class _Sticky:
+    """One assignment (Kafka's `LocalState`): the per-member shares, previous owners, and the passes over tasks."""
+
     def __init__(self, members: Sequence[Member], tasks: Mapping[str, int], stateful: Collection[str],
                  num_standby_replicas: int, task_offsets: Mapping[str, Mapping[Task, int]]) -> None:
         by_id = {m.member_id: m for m in members}
