@@ -16,6 +16,7 @@ from kprotocol.records import RecordBatch, read_segment
 from kprotocol.registry import message_class
 from kprotocol.streams_group import GroupConfig, StreamsGroupCoordinator
 from kprotocol.streams_group import records as rec
+from kprotocol.streams_group.java_order import java_string_hash
 
 HB = message_class("StreamsGroupHeartbeatRequest")
 DESCRIBE = message_class("StreamsGroupDescribeRequest")
@@ -124,10 +125,7 @@ class Twin:
             if seen or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        # the probe's records were a write on this group's coordinator partition: Kafka's committed state (what its
-        # StreamsGroupDescribe shows) now has what heartbeats configured in place; the coordinator saw no write
-        for group in self.coordinator.groups.values():
-            group.described_configured = group.configured
+        self.coordinator.mark_written()  # the probe's records were a write on this group's coordinator partition
         time.sleep(settle_s)
 
     def _probe_group(self) -> str:
@@ -141,9 +139,9 @@ class Twin:
         metadata = self.conn.send(message_class("MetadataRequest")(topics=[
             message_class("MetadataRequest").MetadataRequestTopic(name="__consumer_offsets")]))
         count = len(metadata.topics[0].partitions) or 1
-        target = _java_hash(self.group_id) % count
+        target = _partition(self.group_id, count)
         for i in range(10_000):
-            if _java_hash(f"{prefix}-{i}") % count == target:
+            if _partition(f"{prefix}-{i}", count) == target:
                 return f"{prefix}-{i}"
         raise AssertionError("no group id found")
 
@@ -211,13 +209,10 @@ class Twin:
         return out
 
 
-def _java_hash(text: str) -> int:
-    """abs(String.hashCode()) as Kafka's Utils.abs takes it (Integer.MIN_VALUE is 0)."""
-    h = 0
-    for unit in text.encode("utf-16-be").hex(" ", 2).split():
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    return 0 if h == -(1 << 31) else abs(h)
+def _partition(group_id: str, count: int) -> int:
+    """Kafka's partitionFor: Utils.abs of the id's String.hashCode (Integer.MIN_VALUE is 0) modulo `count`."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % count
 
 
 def comparable(record: rec.CoordinatorRecord) -> tuple:

@@ -153,29 +153,33 @@ class StreamsGroupCoordinator:
     def handle(self, header: Message, request: Message, now_ms: int, *,
                client_host: str = "") -> tuple[Message, list[CoordinatorRecord]]:
         """Answer one request; the records it returns are already applied."""
+        response, records = self._handle(header, request, now_ms, client_host)
+        if records:
+            self.mark_written()
+        return response, records
+
+    def _handle(self, header: Message, request: Message, now_ms: int,
+                client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
         api_key, version = header.request_api_key, header.request_api_version
         if api_key == STREAMS_GROUP_HEARTBEAT:
-            return self._committed(*self._heartbeat(header, request, version, now_ms, client_host))
+            return self._heartbeat(header, request, version, now_ms, client_host)
         if api_key == STREAMS_GROUP_DESCRIBE:
             return self._describe(request, version), []
         if api_key == OFFSET_COMMIT:
-            return self._committed(*self._offset_commit(request, version, now_ms))
+            return self._offset_commit(request, version, now_ms)
         if api_key == TXN_OFFSET_COMMIT:
-            return self._committed(*self._txn_offset_commit(request, version, now_ms))
+            return self._txn_offset_commit(request, version, now_ms)
         if api_key == OFFSET_FETCH:
             return self._offset_fetch(request, version), []
         if api_key == LEAVE_GROUP:
-            return self._committed(*self._leave_group(request, version, now_ms))
+            return self._leave_group(request, version, now_ms)
         raise ValueError(f"the streams-group coordinator does not handle api key {api_key}")
 
-    def _committed(self, response: Message,
-                   records: list[CoordinatorRecord]) -> tuple[Message, list[CoordinatorRecord]]:
-        """A write with records commits the state of every group, topologies configured in place included (Kafka
-        snapshots its whole coordinator at each write; StreamsGroupDescribe reads the last committed one)."""
-        if records:
-            for group in self.groups.values():
-                group.described_configured = group.configured
-        return response, records
+    def mark_written(self) -> None:
+        """A write on this coordinator's `__consumer_offsets` partition: Kafka snapshots the state of every group
+        there, topologies configured in place included, and StreamsGroupDescribe shows the last snapshot."""
+        for group in self.groups.values():
+            group.described_configured = group.configured
 
     def poll(self, now_ms: int) -> tuple[list[CoordinatorRecord], int | None]:
         """Expire sessions and rebalance time-outs, run delayed assignments; (records, next deadline)."""
@@ -200,7 +204,9 @@ class StreamsGroupCoordinator:
                     records: list[CoordinatorRecord] = []
                     self._assign(group, group.epoch, None, group.configured, records, now_ms)
                     out += self._apply(group, records)
-        return self._committed(out, out)[1], self.next_deadline()
+        if out:
+            self.mark_written()
+        return out, self.next_deadline()
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self.groups.values() for d in g.session_deadlines.values()]
