@@ -18,6 +18,7 @@ sleeps past it), so that both sides always agree whether a time-out has passed.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -644,7 +645,7 @@ def replay(report: Path) -> int:
     if not found:
         print(f"{report}: no @reproduce_failure line", file=sys.stderr)
         return 2
-    machine = reproduce_failure(found.group(1), eval(found.group(2)))(DifferentialMachine)  # a bytes literal
+    machine = reproduce_failure(found.group(1), ast.literal_eval(found.group(2)))(DifferentialMachine)
     with _start_broker() as broker:
         machine.broker = broker
         try:
