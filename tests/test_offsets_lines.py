@@ -6,6 +6,7 @@ vectors and hypothesis-made segments of every `__consumer_offsets` record type, 
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import struct
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from kprotocol.coordinator import CONSUMER_OFFSETS, lines, record_types
 from kprotocol.fuzz.strategies import messages
-from kprotocol.records import Header, Record, marker_record, write_batch
+from kprotocol.records import Header, Record, marker_record, read_segment, write_batch
 from kprotocol.records.cli import run_decode
 from kprotocol.registry import message_class
 
@@ -166,7 +167,7 @@ def test_made_segments_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyP
     _same([path], monkeypatch)
 
 
-def _split_rows(path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict]]:
+def _split_rows(path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> dict:
     from kprotocol.pipeline.offsets_rows import split_rows
     from kprotocol.pipeline.splits import SegmentSplit
 
@@ -175,9 +176,20 @@ def _split_rows(path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _same_rows(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict]]:
+    """The compiled path's tables are the Python path's, row for row and in order: its records and
+    offsets_committed Arrow tables (full validation, the schema of SCHEMAS) as dicts, and as tables
+    equal to the Python rows converted by `to_arrow`."""
+    from kprotocol.pipeline.offsets_rows import COLUMNAR, as_dicts
+    from kprotocol.pipeline.tables import SCHEMAS, to_arrow
+
     compiled, reference = _split_rows(path, True, monkeypatch), _split_rows(path, False, monkeypatch)
-    assert compiled == reference
-    return compiled
+    assert compiled.keys() == reference.keys()
+    for table in COLUMNAR:
+        compiled[table].validate(full=True)
+        assert compiled[table].schema.equals(SCHEMAS[table])
+        assert compiled[table].equals(to_arrow(reference[table], SCHEMAS[table])), table
+    assert {t: as_dicts(rows) for t, rows in compiled.items()} == reference
+    return reference
 
 
 def test_pipeline_rows_of_kept_segments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,3 +207,124 @@ def test_pipeline_rows_of_made_segments(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)
     _same_rows(path, monkeypatch)
+
+
+def _every_kind() -> bytes:
+    """Batches of every kind of record, in one segment: offset commits (a legacy key, values v1 with an
+    expire time and v3, tombstones, non-ASCII names, a gzip batch), transactional commits with their
+    COMMIT and ABORT markers, group records of a member type (the kept segment's), records the plans
+    do not take (no key, an unknown type, a value version past the latest, invalid UTF-8), a corrupt
+    batch in the middle and a batch with a header (both for the Python reader), an all-zero tail."""
+    commit_key = lambda group, topic, partition: struct.pack(">h", 1) + TYPES[1].key(  # noqa: E731
+        group=group, topic=topic, partition=partition).encode(0)
+    value = TYPES[1].value
+    v3 = lambda offset: struct.pack(">h", 3) + value(offset=offset, leader_epoch=7, metadata="m",  # noqa: E731
+                                                     commit_timestamp=1_700_000_000_000).encode(3)
+    v1 = struct.pack(">h", 1) + value(offset=5, metadata="", commit_timestamp=1_700_000_000_000,
+                                      expire_timestamp=1_800_000_000_000).encode(1)
+    legacy_key = struct.pack(">h", 0) + TYPES[0].key(group="old", topic="t", partition=1).encode(0)
+    legacy_value = struct.pack(">h", 0) + TYPES[0].value(offset=9, metadata="x", commit_timestamp=1).encode(0)
+    members = [r for batch in read_segment(KEPT[0]) if not batch.is_control for r in batch.records
+               if r.key and struct.unpack_from(">h", r.key)[0] in (2, 5, 7, 8, 19, 21, 22)]
+    assert len(members) >= 5
+    bad_utf8 = struct.pack(">h", 1) + struct.pack(">h", 2) + b"\xff\xfe" + struct.pack(">h", 1) + b"t" + bytes(4)
+    batches: list[bytes] = []
+    offset = 0
+
+    def batch(pairs: list[tuple[bytes | None, bytes | None]], **options) -> None:
+        nonlocal offset
+        records = [Record(offset + i, 1_700_000_000_000 + offset + i, k, v, options.pop("headers", ()))
+                   for i, (k, v) in enumerate(pairs)]
+        batches.append(write_batch(records, **options))
+        offset += len(records)
+
+    def marker(commit: bool) -> None:
+        nonlocal offset
+        batches.append(write_batch([marker_record(commit, 3, offset, 1_700_000_000_000)], control=True,
+                                   transactional=True, producer_id=42))
+        offset += 1
+
+    batch([(commit_key("g", "orders", p), v3(100 + p)) for p in range(3)] + [(legacy_key, legacy_value)])
+    batch([(commit_key("grüppe", "tópico", 0), v1), (commit_key("g", "orders", 0), None)])
+    batch([(commit_key("txn", "t", 0), v3(1)), (commit_key("txn", "t", 1), v3(2))], transactional=True,
+          producer_id=42)
+    marker(True)
+    batch([(commit_key("txn", "t", 0), v3(3))], transactional=True, producer_id=42)
+    marker(False)
+    batch([(m.key, m.value) for m in members[:4]])
+    batch([(None, b"\x00\x01"), (struct.pack(">h", 99) + b"x", b"\x00\x00"), (commit_key("g", "t", 0),
+           struct.pack(">h", 99) + bytes(8)), (bad_utf8, v3(4)), (commit_key("g", "t", 1), v3(5))])
+    batch([(commit_key("gz", "t", p), v3(p)) for p in range(5)], compression="gzip")
+    corrupt = bytearray(write_batch([Record(offset, 1, commit_key("lost", "t", 0), v3(6))]))
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    batches.append(bytes(corrupt))
+    offset += 1
+    batch([(commit_key("h", "t", 0), v3(7))], headers=(Header("h", b"v"),))
+    batch([(m.key, m.value) for m in members[4:]] + [(commit_key("end", "t", 0), v3(8))], transactional=True,
+          producer_id=43)
+    return b"".join(batches) + bytes(40)
+
+
+def test_pipeline_tables_of_every_record_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_every_kind())
+    tables = _same_rows(path, monkeypatch)
+    records, commits = tables["records"], tables["offsets_committed"]
+    assert [r["control"] for r in records if r["control"]] == ["COMMIT", "ABORT"]
+    assert [p["kind"] for p in tables["problems"]] == ["record"] * 4 + ["corrupt"]
+    assert tables["problems"][0]["message"] == "record has no key"
+    assert [r["offset"] for r in records if r["problem"]] == [p["offset"] for p in tables["problems"][:4]]
+    assert tables["group_members"] and any(r["offset"] == 26 and r["group"] == "h" for r in records)
+    assert [c["group"] for c in commits if c["deleted"]] == ["g"]
+    assert {c["producer_id"] for c in commits if c["transactional"]} == {42, 43}
+    assert any(c["expire_timestamp"] for c in commits) and any(c["group"] == "grüppe" for c in commits)
+    assert all(r["topic"] == CONSUMER_OFFSETS and r["segment"] == str(path) for r in records)
+    # String columns cut into chunks (as past 2 GiB of JSON in one split): the same tables.
+    longest = max(len(value.encode()) for row in records + commits for value in row.values()
+                  if isinstance(value, str))
+    columns = lines.columns
+    monkeypatch.setattr(lines, "columns", functools.partial(columns, max_chunk=longest))
+    assert _same_rows(path, monkeypatch) == tables
+    compiled = _split_rows(path, True, monkeypatch)
+    assert compiled["records"].column("value_json").num_chunks > 2
+    # A value longer than a chunk holds is refused, not cut or overflowed.
+    monkeypatch.setattr(lines, "columns", functools.partial(columns, max_chunk=longest - 1))
+    with pytest.raises(ValueError, match="longer than a string array holds"):
+        _split_rows(path, True, monkeypatch)
+
+
+def test_pipeline_tables_are_written_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_part` writes the compiled path's Arrow tables and the Python path's rows to the same Parquet."""
+    import pyarrow.parquet as pq
+
+    from kprotocol.pipeline.tables import write_part
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_every_kind())
+    for compiled in (True, False):
+        for table, rows in _split_rows(path, compiled, monkeypatch).items():
+            write_part(str(tmp_path / str(compiled)), table, 0, rows)
+    for table in ("records", "offsets_committed", "group_members", "problems"):
+        read = [pq.read_table(tmp_path / str(c) / table / "part-00000.parquet") for c in (True, False)]
+        assert read[0].equals(read[1]) and read[0].num_rows, table
+
+
+def test_column_builder_refuses_what_its_columns_do_not_hold() -> None:
+    """A row that does not fit is refused whole (the builder stays usable); rows convert by column kind."""
+    from kprotocol.pipeline.tables import SCHEMAS, column_kinds, from_columns
+
+    schema = SCHEMAS["offsets_committed"]
+    builder = lines.columns(schema.names, column_kinds(schema, {"source_partition"}))
+    row = {"group": "g", "topic": "t", "partition": 1, "offset": 2, "deleted": False, "transactional": True}
+    for bad in ({"partition": 1 << 31}, {"offset": "2"}, {"group": b"g"}, {"offset": 1 << 64}, {"topic": "\ud800"}):
+        with pytest.raises((TypeError, OverflowError, UnicodeEncodeError)):
+            builder.append({**row, **bad})
+        assert len(builder) == 0
+    builder.append(row)
+    builder.append({})
+    with pytest.raises(TypeError):
+        builder.append([row])
+    table = from_columns(builder.finish(), schema, {"source_partition": None})
+    table.validate(full=True)
+    assert table.to_pylist() == [{**dict.fromkeys(schema.names), **row}, dict.fromkeys(schema.names)]
+    assert len(builder) == 0 and from_columns(builder.finish(), schema, {"source_partition": 3}).num_rows == 0

@@ -1,4 +1,4 @@
-/* Compiled path from `__consumer_offsets` segment bytes to JSON lines (or pipeline rows).
+/* Compiled path from `__consumer_offsets` segment bytes to JSON lines (or the pipeline's Arrow columns).
  *
  * A Decoder walks canonical, uncompressed-or-decompressed magic-2 batches of a segment and writes
  * each record as `kprotocol offsets decode` prints it, driven by JSON plans that
@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,8 +34,9 @@ typedef struct {
 
 static int grow(Out *o, Py_ssize_t n) {
     Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+    if (n > PY_SSIZE_T_MAX / 4 - o->len) { PyErr_NoMemory(); return ERR; }
     while (cap < o->len + n) cap *= 2;
-    char *b = PyMem_Realloc(o->buf, cap);
+    char *b = PyMem_RawRealloc(o->buf, cap);
     if (!b) { PyErr_NoMemory(); return ERR; }
     o->buf = b;
     o->cap = cap;
@@ -882,8 +884,8 @@ static void Decoder_dealloc(DecoderObject *self) {
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->nested_refs);
-    PyMem_Free(self->out.buf);
-    PyMem_Free(self->scratch.buf);
+    PyMem_RawFree(self->out.buf);
+    PyMem_RawFree(self->scratch.buf);
     PyMem_Free(self->recs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1051,26 +1053,392 @@ static PyObject *Decoder_lines(DecoderObject *self, PyObject *const *args, Py_ss
     return Py_BuildValue("(NnnO)", chunk, pos, written, stopped ? Py_True : Py_False);
 }
 
-/* ------------------------------------------------------------------ pipeline rows */
+/* ------------------------------------------------------------------ pipeline columns */
 
-enum { C_BATCH_POSITION, C_PRODUCER_ID, C_OFFSET, C_TIMESTAMP, C_RECORD_TYPE, C_RECORD_TYPE_NAME, C_GROUP, C_KEY_JSON,
-       C_VALUE_JSON, C_TOMBSTONE, C_CONTROL, C_PROBLEM, C_TOPIC, C_PARTITION, C_LEADER_EPOCH, C_METADATA,
-       C_COMMIT_TIMESTAMP, C_EXPIRE_TIMESTAMP, C_DELETED, C_TRANSACTIONAL, C_RECORD_OFFSET, C_RECORD_TIMESTAMP,
-       C_SOURCE_PARTITION, NCOLUMNS };
-static const char *COLUMNS[NCOLUMNS] = {
-    "batch_position", "producer_id", "offset", "timestamp", "record_type", "record_type_name", "group", "key_json",
-    "value_json", "tombstone", "control", "problem", "topic", "partition", "leader_epoch", "metadata",
-    "commit_timestamp", "expire_timestamp", "deleted", "transactional", "record_offset", "record_timestamp",
-    "source_partition"};
-static PyObject *column[NCOLUMNS];
-static PyObject *s_commit, *s_abort;
+/* A finished Arrow buffer (validity bitmap, values, string offsets or data): owns its memory and lends
+ * it read-only through the buffer protocol, so `pyarrow.py_buffer` wraps it without a copy. */
+typedef struct {
+    PyObject_HEAD
+    char *buf;
+    Py_ssize_t len;
+} BufferObject;
 
-/* d[column[c]] = v, stealing v (NULL: an exception is set). */
-static int set(PyObject *d, int c, PyObject *v) {
-    if (!v) return -1;
-    int r = PyDict_SetItem(d, column[c], v);
-    Py_DECREF(v);
-    return r;
+static void Buffer_dealloc(BufferObject *self) {
+    PyMem_RawFree(self->buf);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->buf, self->len, 1, flags);
+}
+
+static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
+
+static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+static PySequenceMethods Buffer_as_sequence = {.sq_length = (lenfunc)Buffer_length};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol.coordinator._offsets.Buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_as_sequence = &Buffer_as_sequence,
+};
+
+/* The bytes of `o` as a Buffer (`o` is left empty). */
+static PyObject *take(Out *o) {
+    BufferObject *b = PyObject_New(BufferObject, &BufferType);
+    if (!b) return NULL;
+    char *buf = o->buf;
+    if (!buf) {
+        if (!(buf = PyMem_RawMalloc(1))) { Py_DECREF(b); return PyErr_NoMemory(); }
+    } else if (o->cap > o->len) {
+        char *shrunk = PyMem_RawRealloc(buf, o->len ? o->len : 1);
+        if (shrunk) buf = shrunk;
+    }
+    b->buf = buf;
+    b->len = o->len;
+    o->buf = NULL;
+    o->len = o->cap = 0;
+    return (PyObject *)b;
+}
+
+/* Column kinds, as kprotocol.pipeline.tables.COLUMN_KINDS names them (SKIP: filled in Python). */
+enum { COL_SKIP = -1, COL_STR, COL_I32, COL_I64, COL_BOOL };
+enum { MAX_COLUMNS = 64 };
+
+/* One column in Arrow's layout: validity bitmap, values (int32/int64, bits for bool, int32 offsets
+ * for strings) and UTF-8 data. A string column whose data would pass `max_chunk` bytes (int32
+ * offsets) is cut: the chunk so far is sealed, and a new one starts with the value. */
+typedef struct {
+    int kind;
+    Py_ssize_t n, nulls; /* rows and nulls of the open chunk */
+    Out valid, values, data;
+    PyObject *sealed;    /* list of (length, null_count, validity | None, values, data | None) */
+} Column;
+
+typedef struct {
+    PyObject_HEAD
+    int ncols, broken;
+    Column *cols;
+    PyObject *names;     /* tuple of str */
+    Py_ssize_t rows, max_chunk;
+} ColumnsObject;
+
+static PyTypeObject ColumnsType;
+
+static inline int bit_push(Out *o, Py_ssize_t n, int bit) {
+    if ((n & 7) == 0) {
+        if (reserve(o, 1) < 0) return ERR;
+        o->buf[o->len++] = 0;
+    }
+    if (bit) o->buf[n >> 3] |= (char)(1u << (n & 7));
+    return 0;
+}
+
+static int col_open(Column *c) {
+    c->n = c->nulls = 0;
+    if (c->kind == COL_STR) {
+        int32_t zero = 0;
+        return put(&c->values, &zero, 4);
+    }
+    return 0;
+}
+
+/* The open chunk as a tuple on `sealed`; a new chunk opens. */
+static int col_seal(Column *c) {
+    PyObject *valid = c->nulls ? take(&c->valid) : Py_NewRef(Py_None);
+    PyObject *values = take(&c->values);
+    PyObject *data = c->kind == COL_STR ? take(&c->data) : Py_NewRef(Py_None);
+    c->valid.len = 0;
+    PyObject *chunk = valid && values && data ? Py_BuildValue("(nnOOO)", c->n, c->nulls, valid, values, data) : NULL;
+    Py_XDECREF(valid);
+    Py_XDECREF(values);
+    Py_XDECREF(data);
+    if (!chunk) return ERR;
+    int r = PyList_Append(c->sealed, chunk);
+    Py_DECREF(chunk);
+    if (r < 0) return ERR;
+    return col_open(c);
+}
+
+static inline int col_null(Column *c) {
+    if (bit_push(&c->valid, c->n, 0) < 0) return ERR;
+    int r = 0;
+    switch (c->kind) {
+    case COL_STR: { int32_t at = (int32_t)c->data.len; r = put(&c->values, &at, 4); break; }
+    case COL_I32: { int32_t zero = 0; r = put(&c->values, &zero, 4); break; }
+    case COL_I64: { int64_t zero = 0; r = put(&c->values, &zero, 8); break; }
+    case COL_BOOL: r = bit_push(&c->values, c->n, 0); break;
+    }
+    if (r < 0) return ERR;
+    c->nulls++;
+    c->n++;
+    return 0;
+}
+
+static inline int col_i64(Column *c, int64_t v) {
+    if (bit_push(&c->valid, c->n, 1) < 0 || put(&c->values, &v, 8) < 0) return ERR;
+    c->n++;
+    return 0;
+}
+
+static inline int col_i32(Column *c, int64_t v) {
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%lld does not fit an int32 column", (long long)v);
+        return ERR;
+    }
+    int32_t w = (int32_t)v;
+    if (bit_push(&c->valid, c->n, 1) < 0 || put(&c->values, &w, 4) < 0) return ERR;
+    c->n++;
+    return 0;
+}
+
+static inline int col_bool(Column *c, int v) {
+    if (bit_push(&c->valid, c->n, 1) < 0 || bit_push(&c->values, c->n, v) < 0) return ERR;
+    c->n++;
+    return 0;
+}
+
+/* A string value whose UTF-8 was written to the column's data from `start` on. */
+static int col_str_end(ColumnsObject *t, Column *c, Py_ssize_t start) {
+    if (c->data.len > t->max_chunk) {
+        Py_ssize_t size = c->data.len - start;
+        c->data.len = start;
+        if (size > t->max_chunk) {
+            PyErr_Format(PyExc_ValueError, "a value of %zd bytes is longer than a string array holds", size);
+            return ERR;
+        }
+        char *value = PyMem_RawMalloc(size ? size : 1);
+        if (!value) { PyErr_NoMemory(); return ERR; }
+        memcpy(value, c->data.buf + start, size);
+        int r = col_seal(c) < 0 || put(&c->data, value, size) < 0 ? ERR : 0;
+        PyMem_RawFree(value);
+        if (r < 0) return ERR;
+    }
+    int32_t at = (int32_t)c->data.len;
+    if (bit_push(&c->valid, c->n, 1) < 0 || put(&c->values, &at, 4) < 0) return ERR;
+    c->n++;
+    return 0;
+}
+
+static inline int col_str(ColumnsObject *t, Column *c, const char *p, Py_ssize_t n) {
+    Py_ssize_t start = c->data.len;
+    if (put(&c->data, p, n) < 0) return ERR;
+    return col_str_end(t, c, start);
+}
+
+static void Columns_dealloc(ColumnsObject *self) {
+    for (int i = 0; self->cols && i < self->ncols; i++) {
+        Column *c = &self->cols[i];
+        PyMem_RawFree(c->valid.buf);
+        PyMem_RawFree(c->values.buf);
+        PyMem_RawFree(c->data.buf);
+        Py_XDECREF(c->sealed);
+    }
+    PyMem_Free(self->cols);
+    Py_XDECREF(self->names);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Columns(names, kinds, max_chunk=2**31 - 1): a table's column builder (kinds: COL_*, -1 for a column
+ * filled in Python, such as a split's constant topic). */
+static PyObject *Columns_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"names", "kinds", "max_chunk", NULL};
+    PyObject *names, *kinds;
+    Py_ssize_t max_chunk = INT32_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!|n", kwlist, &PyTuple_Type, &names, &PyTuple_Type, &kinds,
+                                     &max_chunk))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (n != PyTuple_GET_SIZE(kinds) || n < 1 || n > MAX_COLUMNS || max_chunk < 1 || max_chunk > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "Columns: 1 to 64 names, a kind each, 0 < max_chunk < 2**31");
+        return NULL;
+    }
+    ColumnsObject *self = (ColumnsObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->max_chunk = max_chunk;
+    self->names = Py_NewRef(names);
+    self->cols = PyMem_Calloc(n, sizeof(Column));
+    if (!self->cols) { Py_DECREF(self); return PyErr_NoMemory(); }
+    self->ncols = (int)n;
+    for (int i = 0; i < n; i++) {
+        Column *c = &self->cols[i];
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(kinds, i));
+        if (kind == -1 && PyErr_Occurred()) { Py_DECREF(self); return NULL; }
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)) || kind < COL_SKIP || kind > COL_BOOL) {
+            PyErr_SetString(PyExc_ValueError, "Columns: names are str, kinds -1 to 3");
+            Py_DECREF(self);
+            return NULL;
+        }
+        c->kind = (int)kind;
+        if (!(c->sealed = PyList_New(0)) || col_open(c) < 0) { Py_DECREF(self); return NULL; }
+    }
+    return (PyObject *)self;
+}
+
+static int usable(ColumnsObject *self) {
+    if (!self->broken) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "a column builder that failed in the middle of a row");
+    return ERR;
+}
+
+/* append(row: dict): one row; a missing key or None is null, a str column takes str, int columns int,
+ * bool columns anything (its truth). Nothing is appended when a value does not fit. */
+static PyObject *Columns_append(ColumnsObject *self, PyObject *row) {
+    if (usable(self) < 0) return NULL;
+    if (!PyDict_Check(row)) {
+        PyErr_SetString(PyExc_TypeError, "append(row: dict)");
+        return NULL;
+    }
+    Scalar v[MAX_COLUMNS];
+    for (int i = 0; i < self->ncols; i++) {
+        const Column *c = &self->cols[i];
+        if (c->kind == COL_SKIP) continue;
+        PyObject *name = PyTuple_GET_ITEM(self->names, i);
+        PyObject *x = PyDict_GetItemWithError(row, name);
+        v[i].isnull = !x || x == Py_None;
+        if (!x && PyErr_Occurred()) return NULL;
+        if (v[i].isnull) continue;
+        if (c->kind == COL_STR) {
+            if (!PyUnicode_Check(x)) {
+                PyErr_Format(PyExc_TypeError, "column %R takes str, not %.100s", name, Py_TYPE(x)->tp_name);
+                return NULL;
+            }
+            if (!(v[i].p = (const unsigned char *)PyUnicode_AsUTF8AndSize(x, &v[i].n))) return NULL;
+        } else if (c->kind == COL_BOOL) {
+            if ((v[i].i = PyObject_IsTrue(x)) < 0) return NULL;
+        } else {
+            if (!PyLong_Check(x)) {
+                PyErr_Format(PyExc_TypeError, "column %R takes int, not %.100s", name, Py_TYPE(x)->tp_name);
+                return NULL;
+            }
+            int overflow;
+            v[i].i = PyLong_AsLongLongAndOverflow(x, &overflow);
+            if ((v[i].i == -1 && PyErr_Occurred())) return NULL;
+            if (overflow || (c->kind == COL_I32 && (v[i].i < INT32_MIN || v[i].i > INT32_MAX))) {
+                PyErr_Format(PyExc_OverflowError, "column %R: %R is out of range", name, x);
+                return NULL;
+            }
+        }
+    }
+    for (int i = 0; i < self->ncols; i++) {
+        Column *c = &self->cols[i];
+        int r = 0;
+        if (c->kind == COL_SKIP) continue;
+        if (v[i].isnull) r = col_null(c);
+        else if (c->kind == COL_STR) r = col_str(self, c, (const char *)v[i].p, v[i].n);
+        else if (c->kind == COL_BOOL) r = col_bool(c, (int)v[i].i);
+        else if (c->kind == COL_I32) r = col_i32(c, v[i].i);
+        else r = col_i64(c, v[i].i);
+        if (r < 0) { self->broken = 1; return NULL; }
+    }
+    self->rows++;
+    Py_RETURN_NONE;
+}
+
+/* finish() -> (rows, columns): every column's chunks (None for a skipped column); the builder starts over. */
+static PyObject *Columns_finish(ColumnsObject *self, PyObject *unused) {
+    if (usable(self) < 0) return NULL;
+    PyObject *columns = PyList_New(self->ncols);
+    if (!columns) return NULL;
+    for (int i = 0; i < self->ncols; i++) {
+        Column *c = &self->cols[i];
+        if (c->kind == COL_SKIP) {
+            PyList_SET_ITEM(columns, i, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *fresh = PyList_New(0);
+        if (!fresh || col_seal(c) < 0) {
+            Py_XDECREF(fresh);
+            Py_DECREF(columns);
+            self->broken = 1;
+            return NULL;
+        }
+        PyList_SET_ITEM(columns, i, c->sealed);
+        c->sealed = fresh;
+    }
+    Py_ssize_t rows = self->rows;
+    self->rows = 0;
+    return Py_BuildValue("(nN)", rows, columns);
+}
+
+static Py_ssize_t Columns_length(ColumnsObject *self) { return self->rows; }
+
+static PyMethodDef Columns_methods[] = {
+    {"append", (PyCFunction)Columns_append, METH_O, "append(row: dict): one row, converted by column kind"},
+    {"finish", (PyCFunction)Columns_finish, METH_NOARGS,
+     "finish() -> (rows, [[(length, null_count, validity, values, data), ...] | None per column])"},
+    {NULL},
+};
+
+static PyMemberDef Columns_members[] = {
+    {"names", T_OBJECT, offsetof(ColumnsObject, names), READONLY, "the column names"},
+    {NULL},
+};
+
+static PySequenceMethods Columns_as_sequence = {.sq_length = (lenfunc)Columns_length};
+
+static PyTypeObject ColumnsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kprotocol.coordinator._offsets.Columns",
+    .tp_basicsize = sizeof(ColumnsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Columns_new,
+    .tp_dealloc = (destructor)Columns_dealloc,
+    .tp_methods = Columns_methods,
+    .tp_members = Columns_members,
+    .tp_as_sequence = &Columns_as_sequence,
+};
+
+/* The layouts Decoder.columns fills: kprotocol.pipeline.tables.SCHEMAS' records and offsets_committed. */
+enum { R_TOPIC, R_PARTITION, R_SEGMENT, R_BATCH_POSITION, R_PRODUCER_ID, R_OFFSET, R_TIMESTAMP, R_RECORD_TYPE,
+       R_RECORD_TYPE_NAME, R_GROUP, R_KEY_JSON, R_VALUE_JSON, R_TOMBSTONE, R_CONTROL, R_PROBLEM, NRECORDS };
+static const char *RECORDS[NRECORDS] = {
+    "topic", "partition", "segment", "batch_position", "producer_id", "offset", "timestamp", "record_type",
+    "record_type_name", "group", "key_json", "value_json", "tombstone", "control", "problem"};
+static const int RECORDS_KINDS[NRECORDS] = {
+    COL_SKIP, COL_SKIP, COL_SKIP, COL_I64, COL_I64, COL_I64, COL_I64, COL_I32, COL_STR, COL_STR, COL_STR, COL_STR,
+    COL_BOOL, COL_STR, COL_STR};
+enum { O_GROUP, O_TOPIC, O_PARTITION, O_OFFSET, O_LEADER_EPOCH, O_METADATA, O_COMMIT_TIMESTAMP, O_EXPIRE_TIMESTAMP,
+       O_DELETED, O_TRANSACTIONAL, O_PRODUCER_ID, O_RECORD_OFFSET, O_RECORD_TIMESTAMP, O_SOURCE_PARTITION, NCOMMITS };
+static const char *COMMITS[NCOMMITS] = {
+    "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+    "deleted", "transactional", "producer_id", "record_offset", "record_timestamp", "source_partition"};
+static const int COMMITS_KINDS[NCOMMITS] = {
+    COL_STR, COL_STR, COL_I32, COL_I64, COL_I32, COL_STR, COL_I64, COL_I64, COL_BOOL, COL_BOOL, COL_I64, COL_I64,
+    COL_I64, COL_SKIP};
+static PyObject *record_key[NRECORDS]; /* interned names of the rows handed to `derive` */
+
+static ColumnsObject *layout(PyObject *o, const char **names, const int *kinds, int n, const char *table) {
+    if (!PyObject_TypeCheck(o, &ColumnsType)) {
+        PyErr_Format(PyExc_TypeError, "%s: a Columns builder expected", table);
+        return NULL;
+    }
+    ColumnsObject *t = (ColumnsObject *)o;
+    int same = t->ncols == n;
+    for (int i = 0; same && i < n; i++) {
+        same = t->cols[i].kind == kinds[i] &&
+               PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(t->names, i), names[i]) == 0;
+    }
+    if (!same) {
+        PyErr_Format(PyExc_ValueError, "the %s builder's columns are not the layout Decoder.columns fills", table);
+        return NULL;
+    }
+    return usable(t) < 0 ? NULL : t;
+}
+
+/* A captured scalar into a column (null when absent). */
+static int col_capture(ColumnsObject *t, Column *c, const Capture *cap) {
+    if (!cap->set || cap->isnull) return col_null(c);
+    if (c->kind == COL_STR ? cap->kind != K_STRING : cap->kind >= K_UUID) {
+        PyErr_SetString(PyExc_SystemError, "a captured field's kind is not its column's");
+        return ERR;
+    }
+    if (c->kind == COL_STR) return col_str(t, c, (const char *)cap->p, cap->n);
+    return c->kind == COL_I32 ? col_i32(c, cap->i) : col_i64(c, cap->i);
 }
 
 static PyObject *captured(const Capture *c) {
@@ -1079,96 +1447,136 @@ static PyObject *captured(const Capture *c) {
     return PyLong_FromLongLong(c->i);
 }
 
-/* The offsets_committed row of an offset commit record (key and value captured), as offsets_rows builds it. */
-static PyObject *commit_row(const Ctx *ctx, PyObject *row, int tombstone, int txn) {
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    const Capture *cap = ctx->cap;
-    PyObject *producer = PyDict_GetItemWithError(row, column[C_PRODUCER_ID]);
-    PyObject *offset = PyDict_GetItemWithError(row, column[C_OFFSET]);
-    PyObject *timestamp = PyDict_GetItemWithError(row, column[C_TIMESTAMP]);
-    PyObject *partition = PyDict_GetItemWithError(row, column[C_PARTITION]);
-    if (!producer || !offset || !timestamp || !partition) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "a records row lacks a column");
-        Py_DECREF(d);
-        return NULL;
-    }
-    Capture none = {0};
-    if (set(d, C_GROUP, captured(&cap[0])) < 0 || set(d, C_TOPIC, captured(&cap[1])) < 0 ||
-        set(d, C_PARTITION, captured(&cap[2])) < 0 ||
-        set(d, C_OFFSET, captured(tombstone ? &none : &cap[3])) < 0 ||
-        set(d, C_LEADER_EPOCH, captured(tombstone ? &none : &cap[4])) < 0 ||
-        set(d, C_METADATA, captured(tombstone ? &none : &cap[5])) < 0 ||
-        set(d, C_COMMIT_TIMESTAMP, captured(tombstone ? &none : &cap[6])) < 0 ||
-        set(d, C_EXPIRE_TIMESTAMP, captured(tombstone ? &none : &cap[7])) < 0 ||
-        set(d, C_DELETED, PyBool_FromLong(tombstone)) < 0 || set(d, C_TRANSACTIONAL, PyBool_FromLong(txn)) < 0 ||
-        set(d, C_PRODUCER_ID, Py_NewRef(producer)) < 0 || set(d, C_RECORD_OFFSET, Py_NewRef(offset)) < 0 ||
-        set(d, C_RECORD_TIMESTAMP, Py_NewRef(timestamp)) < 0 || set(d, C_SOURCE_PARTITION, Py_NewRef(partition)) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    return d;
+/* The last value of a string column as str. */
+static PyObject *last_str(const Column *c) {
+    const int32_t *at = (const int32_t *)c->values.buf;
+    return PyUnicode_DecodeUTF8(c->data.buf + at[c->n - 1], at[c->n] - at[c->n - 1], NULL);
 }
 
-/* One record's rows: 0, FB (for the fallback) or ERR. */
-static int record_rows(DecoderObject *self, const Rec *rec, const Batch *bt, PyObject *row, Ctx *ctx,
-                       PyObject *records, PyObject *commits, PyObject *derive) {
+/* d[record_key[c]] = v, stealing v (NULL: an exception is set). */
+static int set(PyObject *d, int c, PyObject *v) {
+    if (!v) return -1;
+    int r = PyDict_SetItem(d, record_key[c], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* The records row of a member-type record as a dict (as offsets_rows.record_rows builds it), for
+ * derive(row, transactional). */
+static int call_derive(PyObject *derive, PyObject *base, ColumnsObject *R, int64_t position, const Batch *bt,
+                       const Rec *rec, int type, PyObject *name, const Capture *group, int tombstone) {
     int txn = (bt->attributes & 0x10) != 0;
+    PyObject *row = PyDict_Copy(base);
+    if (!row) return ERR;
+    int bad = set(row, R_BATCH_POSITION, PyLong_FromLongLong(position)) < 0 ||
+              set(row, R_PRODUCER_ID, txn ? PyLong_FromLongLong(bt->producer_id) : Py_NewRef(Py_None)) < 0 ||
+              set(row, R_OFFSET, PyLong_FromLongLong(rec->offset)) < 0 ||
+              set(row, R_TIMESTAMP, PyLong_FromLongLong(rec->timestamp)) < 0 ||
+              set(row, R_RECORD_TYPE, PyLong_FromLong(type)) < 0 || set(row, R_RECORD_TYPE_NAME, Py_NewRef(name)) < 0 ||
+              set(row, R_GROUP, captured(group)) < 0 || set(row, R_KEY_JSON, last_str(&R->cols[R_KEY_JSON])) < 0 ||
+              set(row, R_VALUE_JSON, tombstone ? Py_NewRef(Py_None) : last_str(&R->cols[R_VALUE_JSON])) < 0 ||
+              set(row, R_TOMBSTONE, PyBool_FromLong(tombstone)) < 0 || set(row, R_CONTROL, Py_NewRef(Py_None)) < 0 ||
+              set(row, R_PROBLEM, Py_NewRef(Py_None)) < 0;
+    PyObject *done = bad ? NULL : PyObject_CallFunctionObjArgs(derive, row, txn ? Py_True : Py_False, NULL);
+    Py_DECREF(row);
+    if (!done) return ERR;
+    Py_DECREF(done);
+    return 0;
+}
+
+/* The columns every records row starts with. */
+static int record_head(Column *rc, int64_t position, const Batch *bt, const Rec *rec) {
+    if (col_i64(&rc[R_BATCH_POSITION], position) < 0 ||
+        ((bt->attributes & 0x10) ? col_i64(&rc[R_PRODUCER_ID], bt->producer_id) : col_null(&rc[R_PRODUCER_ID])) < 0 ||
+        col_i64(&rc[R_OFFSET], rec->offset) < 0 || col_i64(&rc[R_TIMESTAMP], rec->timestamp) < 0)
+        return ERR;
+    return 0;
+}
+
+/* One record's rows, written into the builders: 0, FB (nothing written: for the fallback) or ERR. */
+static int record_columns(DecoderObject *self, const Rec *rec, const Batch *bt, int64_t position, Ctx *ctx,
+                          ColumnsObject *R, ColumnsObject *C, PyObject *base, PyObject *derive) {
+    Column *rc = R->cols;
     if (bt->attributes & 0x20) {
-        PyObject *none = Py_None;
-        if (set(row, C_RECORD_TYPE, Py_NewRef(none)) < 0 || set(row, C_RECORD_TYPE_NAME, Py_NewRef(none)) < 0 ||
-            set(row, C_GROUP, Py_NewRef(none)) < 0 || set(row, C_KEY_JSON, Py_NewRef(none)) < 0 ||
-            set(row, C_VALUE_JSON, Py_NewRef(none)) < 0 || set(row, C_TOMBSTONE, Py_NewRef(Py_False)) < 0 ||
-            set(row, C_CONTROL, Py_NewRef((int16_t)be(rec->key + 2, 2) == 1 ? s_commit : s_abort)) < 0 ||
-            set(row, C_PROBLEM, Py_NewRef(none)) < 0)
+        int commit = (int16_t)be(rec->key + 2, 2) == 1;
+        if (record_head(rc, position, bt, rec) < 0 || col_null(&rc[R_RECORD_TYPE]) < 0 ||
+            col_null(&rc[R_RECORD_TYPE_NAME]) < 0 || col_null(&rc[R_GROUP]) < 0 || col_null(&rc[R_KEY_JSON]) < 0 ||
+            col_null(&rc[R_VALUE_JSON]) < 0 || col_bool(&rc[R_TOMBSTONE], 0) < 0 ||
+            (commit ? col_str(R, &rc[R_CONTROL], "COMMIT", 6) : col_str(R, &rc[R_CONTROL], "ABORT", 5)) < 0 ||
+            col_null(&rc[R_PROBLEM]) < 0)
             return ERR;
-        return PyList_Append(records, row) < 0 ? ERR : 0;
+        R->rows++;
+        return 0;
     }
     int type, version, r;
     PlanObject *vplan;
-    Out *k = &self->out, *v = &self->scratch;
-    k->len = v->len = 0;
+    Out *k = &rc[R_KEY_JSON].data, *v = &rc[R_VALUE_JSON].data;
+    Py_ssize_t k0 = k->len, v0 = v->len;
+    /* The key's and value's JSON straight into their columns' data; taken back if the record is not taken. */
     if ((r = plans_of(self, rec, ctx, &type, &version, &vplan)) < 0 || (r = emit_key_doc(self, rec, type, k, ctx)) < 0 ||
-        (vplan && (r = emit_value_doc(rec, version, vplan, v, ctx)) < 0))
+        (vplan && (r = emit_value_doc(rec, version, vplan, v, ctx)) < 0)) {
+        k->len = k0;
+        v->len = v0;
         return r;
-    if (set(row, C_RECORD_TYPE, PyLong_FromLong(type)) < 0 ||
-        set(row, C_RECORD_TYPE_NAME, Py_NewRef(self->names[type])) < 0 ||
-        set(row, C_GROUP, captured(&ctx->cap[0])) < 0 ||
-        set(row, C_KEY_JSON, PyUnicode_DecodeUTF8(k->buf, k->len, NULL)) < 0 ||
-        set(row, C_VALUE_JSON, vplan ? PyUnicode_DecodeUTF8(v->buf, v->len, NULL) : Py_NewRef(Py_None)) < 0 ||
-        set(row, C_TOMBSTONE, PyBool_FromLong(!vplan)) < 0 || set(row, C_CONTROL, Py_NewRef(Py_None)) < 0 ||
-        set(row, C_PROBLEM, Py_NewRef(Py_None)) < 0)
-        return ERR;
-    if (type == 0 || type == 1) {
-        PyObject *commit = commit_row(ctx, row, !vplan, txn);
-        if (!commit) return ERR;
-        r = PyList_Append(commits, commit);
-        Py_DECREF(commit);
-        if (r < 0) return ERR;
-    } else if (self->member_types >> type & 1) {
-        PyObject *done = PyObject_CallFunctionObjArgs(derive, row, txn ? Py_True : Py_False, NULL);
-        if (!done) return ERR;
-        Py_DECREF(done);
     }
-    return PyList_Append(records, row) < 0 ? ERR : 0;
+    PyObject *name = self->names[type];
+    Py_ssize_t name_len;
+    const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    const Capture *cap = ctx->cap;
+    if (!name_utf8 || col_str_end(R, &rc[R_KEY_JSON], k0) < 0 ||
+        (vplan ? col_str_end(R, &rc[R_VALUE_JSON], v0) : col_null(&rc[R_VALUE_JSON])) < 0 ||
+        record_head(rc, position, bt, rec) < 0 || col_i32(&rc[R_RECORD_TYPE], type) < 0 ||
+        col_str(R, &rc[R_RECORD_TYPE_NAME], name_utf8, name_len) < 0 || col_capture(R, &rc[R_GROUP], &cap[0]) < 0 ||
+        col_bool(&rc[R_TOMBSTONE], !vplan) < 0 || col_null(&rc[R_CONTROL]) < 0 || col_null(&rc[R_PROBLEM]) < 0)
+        return ERR;
+    R->rows++;
+    if (type == 0 || type == 1) {
+        Column *oc = C->cols;
+        int tombstone = !vplan, txn = (bt->attributes & 0x10) != 0;
+        Capture none = {0};
+        if (col_capture(C, &oc[O_GROUP], &cap[0]) < 0 || col_capture(C, &oc[O_TOPIC], &cap[1]) < 0 ||
+            col_capture(C, &oc[O_PARTITION], &cap[2]) < 0 ||
+            col_capture(C, &oc[O_OFFSET], tombstone ? &none : &cap[3]) < 0 ||
+            col_capture(C, &oc[O_LEADER_EPOCH], tombstone ? &none : &cap[4]) < 0 ||
+            col_capture(C, &oc[O_METADATA], tombstone ? &none : &cap[5]) < 0 ||
+            col_capture(C, &oc[O_COMMIT_TIMESTAMP], tombstone ? &none : &cap[6]) < 0 ||
+            col_capture(C, &oc[O_EXPIRE_TIMESTAMP], tombstone ? &none : &cap[7]) < 0 ||
+            col_bool(&oc[O_DELETED], tombstone) < 0 || col_bool(&oc[O_TRANSACTIONAL], txn) < 0 ||
+            (txn ? col_i64(&oc[O_PRODUCER_ID], bt->producer_id) : col_null(&oc[O_PRODUCER_ID])) < 0 ||
+            col_i64(&oc[O_RECORD_OFFSET], rec->offset) < 0 || col_i64(&oc[O_RECORD_TIMESTAMP], rec->timestamp) < 0)
+            return ERR;
+        C->rows++;
+    } else if (self->member_types >> type & 1) {
+        return call_derive(derive, base, R, position, bt, rec, type, name, &cap[0], !vplan);
+    }
+    return 0;
 }
 
-/* rows(buffer, pos, end, origin, base, records, commits, derive) -> (pos, stopped): the pipeline's rows
- * of the batches from `pos` (at `origin + pos` in the file) until `end` or a batch for the Python reader.
- * Each `records` row is a copy of `base` (topic, partition, segment) with the record's columns; offset
- * commits add an `offsets_committed` row to `commits`; records of a member type go to
- * derive(row, transactional); a record the plans do not take to fallback(offset, timestamp, key,
- * value, batch_position, producer_id), which adds its own rows. */
-static PyObject *Decoder_rows(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* columns(buffer, pos, end, origin, records, commits, base, derive) -> (pos, stopped): the pipeline's
+ * records and offsets_committed rows of the batches from `pos` (at `origin + pos` in the file) until
+ * `end` or a batch for the Python reader, written into the two Columns builders (their topic,
+ * partition, segment and source_partition columns are the split's, filled in Python). Records of a
+ * member type also go to derive(row, transactional) as a records-row dict (a copy of `base` with the
+ * record's columns); a record the plans do not take to fallback(offset, timestamp, key, value,
+ * batch_position, producer_id), which adds its own rows. */
+static PyObject *Decoder_columns(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t pos, end, origin;
-    if (nargs != 8 || !PyDict_Check(args[4]) || !PyList_Check(args[5]) || !PyList_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError, "rows(buffer, pos, end, origin, base: dict, records: list, commits: list, derive)");
+    if (nargs != 8 || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "columns(buffer, pos, end, origin, records: Columns, commits: Columns, base: dict, derive)");
         return NULL;
     }
     if ((pos = PyLong_AsSsize_t(args[1])) == -1 && PyErr_Occurred()) return NULL;
     if ((end = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred()) return NULL;
     if ((origin = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred()) return NULL;
-    PyObject *base = args[4], *records = args[5], *commits = args[6], *derive = args[7];
+    ColumnsObject *R = layout(args[4], RECORDS, RECORDS_KINDS, NRECORDS, "records");
+    ColumnsObject *C = R ? layout(args[5], COMMITS, COMMITS_KINDS, NCOMMITS, "offsets_committed") : NULL;
+    if (!C) return NULL;
+    if (R == C) {
+        PyErr_SetString(PyExc_ValueError, "records and offsets_committed need builders of their own");
+        return NULL;
+    }
+    PyObject *base = args[6], *derive = args[7];
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     if (pos < 0 || end > view.len || pos > end) {
@@ -1192,48 +1600,46 @@ static PyObject *Decoder_rows(DecoderObject *self, PyObject *const *args, Py_ssi
             stopped = 1;
             break;
         }
-        PyObject *position = PyLong_FromSsize_t(origin + pos);
-        PyObject *producer = (bt.attributes & 0x10) ? PyLong_FromLongLong(bt.producer_id) : Py_NewRef(Py_None);
-        for (int32_t i = 0; i < bt.count && position && producer; i++) {
+        int64_t position = (int64_t)origin + pos;
+        PyObject *py_position = NULL, *producer = NULL; /* made for the fallback only */
+        for (int32_t i = 0; i < bt.count; i++) {
             const Rec *rec = &self->recs[i];
-            PyObject *row = PyDict_Copy(base);
-            if (!row || set(row, C_BATCH_POSITION, Py_NewRef(position)) < 0 ||
-                set(row, C_PRODUCER_ID, Py_NewRef(producer)) < 0 || set(row, C_OFFSET, PyLong_FromLongLong(rec->offset)) < 0 ||
-                set(row, C_TIMESTAMP, PyLong_FromLongLong(rec->timestamp)) < 0) {
-                Py_XDECREF(row);
-                status = ERR;
-                break;
-            }
-            r = record_rows(self, rec, &bt, row, &ctx, records, commits, derive);
-            Py_DECREF(row);
+            r = record_columns(self, rec, &bt, position, &ctx, R, C, base, derive);
             if (r == ERR) { status = ERR; break; }
             if (r == FB) {
+                if (!py_position) {
+                    py_position = PyLong_FromLongLong(position);
+                    producer = (bt.attributes & 0x10) ? PyLong_FromLongLong(bt.producer_id) : Py_NewRef(Py_None);
+                    if (!py_position || !producer) { status = ERR; break; }
+                }
                 PyObject *off = PyLong_FromLongLong(rec->offset), *ts = PyLong_FromLongLong(rec->timestamp);
                 PyObject *key = rec_bytes(rec->key, rec->key_len), *value = rec_bytes(rec->value, rec->value_len);
                 PyObject *done = off && ts && key && value ?
-                    PyObject_CallFunctionObjArgs(self->fallback, off, ts, key, value, position, producer, NULL) : NULL;
+                    PyObject_CallFunctionObjArgs(self->fallback, off, ts, key, value, py_position, producer, NULL) : NULL;
                 Py_XDECREF(off); Py_XDECREF(ts); Py_XDECREF(key); Py_XDECREF(value);
                 if (!done) { status = ERR; break; }
                 Py_DECREF(done);
             }
         }
-        if (!position || !producer) status = ERR;
-        Py_XDECREF(position);
+        Py_XDECREF(py_position);
         Py_XDECREF(producer);
         Py_XDECREF(bt.inflated);
         if (status) break;
         pos += bt.size;
     }
     PyBuffer_Release(&view);
-    if (status) return NULL;
+    if (status) {  /* a row may be half written: the builders refuse further use */
+        R->broken = C->broken = 1;
+        return NULL;
+    }
     return Py_BuildValue("(nO)", pos, stopped ? Py_True : Py_False);
 }
 
 static PyMethodDef Decoder_methods[] = {
     {"lines", (PyCFunction)(void (*)(void))Decoder_lines, METH_FASTCALL,
      "lines(buffer, pos, end, head, limit) -> (bytes, pos, written, stopped)"},
-    {"rows", (PyCFunction)(void (*)(void))Decoder_rows, METH_FASTCALL,
-     "rows(buffer, pos, end, origin, base, records, commits, derive) -> (pos, stopped)"},
+    {"columns", (PyCFunction)(void (*)(void))Decoder_columns, METH_FASTCALL,
+     "columns(buffer, pos, end, origin, records, commits, base, derive) -> (pos, stopped)"},
     {NULL},
 };
 
@@ -1255,15 +1661,18 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__offsets(void) {
     crc_init();
-    for (int c = 0; c < NCOLUMNS; c++) {
-        if (!(column[c] = PyUnicode_InternFromString(COLUMNS[c]))) return NULL;
+    for (int c = 0; c < NRECORDS; c++) {
+        if (!(record_key[c] = PyUnicode_InternFromString(RECORDS[c]))) return NULL;
     }
-    if (!(s_commit = PyUnicode_InternFromString("COMMIT")) || !(s_abort = PyUnicode_InternFromString("ABORT"))) return NULL;
-    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DecoderType) < 0) return NULL;
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DecoderType) < 0 || PyType_Ready(&BufferType) < 0 ||
+        PyType_Ready(&ColumnsType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0 ||
-        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0 ||
+        PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

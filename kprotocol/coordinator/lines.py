@@ -4,8 +4,8 @@ The compiled Decoder writes each record exactly as the reference path would (`de
 the line fields of `kprotocol offsets decode`, serialised by orjson), from JSON plans built here from
 the generated classes' field schemas. What it does not take goes back to Python: a record to
 `decode_record` (through `Lines.tail`), a batch to the segment reader (`Decoder.lines` stops there).
-`Decoder.rows` builds the pipeline's records and offsets_committed rows the same way
-(kprotocol.pipeline.offsets_rows).
+`Decoder.columns` writes the pipeline's records and offsets_committed tables the same way, into
+Arrow column buffers (`Columns`; kprotocol.pipeline.offsets_rows).
 
     lines = Lines(record_problems)
     chunk, pos, written, stopped = lines.decoder.lines(mapped, 0, len(mapped), lines.head(path), -1)
@@ -184,6 +184,12 @@ def decoder(fallback: Any, member_types: frozenset[int] = frozenset(), max_recor
     whose `rows` hand records of `member_types` to their `derive`."""
     types = {t: (*plans, t in member_types) for t, plans in record_plans().items()}
     return _offsets.Decoder(types, nested_plans(), _nested, _decompress, fallback, max_records)
+
+
+def columns(names: list[str] | tuple[str, ...], kinds: tuple[int, ...], max_chunk: int = (1 << 31) - 1) -> Any:
+    """A column builder (see kprotocol.pipeline.tables.column_kinds and from_columns) whose string
+    columns are cut into chunks of at most `max_chunk` bytes of data."""
+    return _offsets.Columns(tuple(names), kinds, max_chunk)
 
 
 class Lines:

@@ -1,26 +1,30 @@
 """Rows of the `records`, `offsets_committed`, `group_members` and `problems` tables for one split of
 a coordinator-topic segment. Spark tasks and the single-process path run the same code: for
 `__consumer_offsets`, the compiled path of `kprotocol offsets decode` (kprotocol.coordinator.lines)
-builds the records and offsets_committed rows, this module the rest and whatever it does not take.
+writes the records and offsets_committed tables straight into Arrow column buffers, this module
+builds the rest and whatever it does not take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit
-from kprotocol.pipeline.tables import json_text
+from kprotocol.pipeline.tables import SCHEMAS, column_kinds, from_columns, json_text
 from kprotocol.records import Record, RecordBatch, decode_control
 from kprotocol.records.segment import SegmentProblem, read_segment_bytes
 
 Row = dict[str, Any]
+Rows = list[Row] | pa.Table
 TABLES = ("records", "offsets_committed", "group_members", "problems")
+COLUMNAR = ("records", "offsets_committed")  # the tables the compiled path builds as Arrow columns
 GROUP_METADATA, STREAMS_MEMBER, STREAMS_TARGET_MEMBER, STREAMS_CURRENT = 2, 19, 21, 22
 CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT = 5, 7, 8
 MEMBER_TYPES = {GROUP_METADATA, CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT,
@@ -32,60 +36,88 @@ def coordinator_topic(topic: str | None) -> str:
     return topic if topic in (TRANSACTION_STATE, SHARE_GROUP_STATE) else CONSUMER_OFFSETS
 
 
-def split_rows(split: SegmentSplit) -> dict[str, list[Row]]:
-    """Every table's rows for one split."""
+def split_rows(split: SegmentSplit) -> dict[str, Rows]:
+    """Every table's rows for one split: a list of dicts, or for the records and offsets_committed
+    of `__consumer_offsets` through the compiled path an Arrow table of the table's schema (the same
+    rows in the same order; `write_part` takes either, `len` counts either, `as_dicts` turns either
+    into dicts)."""
     tables: dict[str, list[Row]] = {name: [] for name in TABLES}
     topic = coordinator_topic(split.topic)
     names = type_names(topic)
     data = read_range(split.uri, split.start, split.end)
     if lines.ENABLED and topic == CONSUMER_OFFSETS:
-        _compiled_rows(data, split, names, tables)
-    else:
-        for entry in read_segment_bytes(data, split.uri):
-            _entry_rows(entry, split, topic, names, tables)
+        return _compiled_tables(data, split, names, tables)
+    for entry in read_segment_bytes(data, split.uri):
+        _entry_rows(entry, split, topic, names, _appender(tables))
     return tables
 
 
+def as_dicts(rows: Rows) -> list[Row]:
+    """A table's rows of `split_rows` as dicts."""
+    return rows.to_pylist() if isinstance(rows, pa.Table) else rows
+
+
+def _appender(tables: dict[str, list[Row]]) -> Callable[[str, Row], None]:
+    return lambda table, row: tables[table].append(row)
+
+
 def _entry_rows(entry: RecordBatch | SegmentProblem, split: SegmentSplit, topic: str, names: dict[int, str],
-                tables: dict[str, list[Row]]) -> None:
+                add: Callable[[str, Row], None]) -> None:
     if isinstance(entry, SegmentProblem):
-        tables["problems"].append({
+        add("problems", {
             "source": split.uri, "partition": split.partition, "position": split.start + entry.position,
             "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
     else:
         for table, row in batch_rows(entry, split.start + entry.byte_offset, split, topic, names):
-            tables[table].append(row)
+            add(table, row)
 
 
-def _compiled_rows(data: bytes, split: SegmentSplit, names: dict[int, str], tables: dict[str, list[Row]]) -> None:
-    """The rows of a `__consumer_offsets` split through the compiled path; what it stops at (or a record
-    it does not take) goes through `batch_rows` (`record_rows`)."""
+def _compiled_tables(data: bytes, split: SegmentSplit, names: dict[int, str],
+                     tables: dict[str, list[Row]]) -> dict[str, Rows]:
+    """The tables of a `__consumer_offsets` split through the compiled path: records and
+    offsets_committed written by the decoder into Arrow column buffers (no Python object per record);
+    what it stops at (or a record it does not take) goes through `batch_rows` (`record_rows`), whose
+    rows of those two tables are appended to the same builders in their place."""
     base = {"topic": split.topic or CONSUMER_OFFSETS, "partition": split.partition, "segment": split.uri}
+    constants = {"records": base, "offsets_committed": {"source_partition": split.partition}}  # the split's
+    builders = {table: lines.columns(SCHEMAS[table].names, column_kinds(SCHEMAS[table], constants[table].keys()))
+                for table in COLUMNAR}
+
+    def add(table: str, row: Row) -> None:
+        builder = builders.get(table)
+        if builder is None:
+            tables[table].append(row)
+        else:
+            builder.append(row)
 
     def fallback(offset: int, timestamp: int, key: bytes | None, value: bytes | None, position: int,
                  producer_id: int | None) -> None:
         record_base = {**base, "batch_position": position, "producer_id": producer_id}
         for table, row in record_rows(Record(offset, timestamp, key, value), record_base, False,
                                       producer_id is not None, split, CONSUMER_OFFSETS, names, position):
-            tables[table].append(row)
+            add(table, row)
 
     def derive(row: Row, transactional: bool) -> None:
         value = row["value_json"]
         for table, member in _derived(row, orjson.loads(row["key_json"]),
                                       None if value is None else orjson.loads(value), transactional):
-            tables[table].append(member)
+            add(table, member)
 
     compiled = lines.decoder(fallback, frozenset(MEMBER_TYPES))
+    records, commits = builders["records"], builders["offsets_committed"]
     pos = 0
     while pos < len(data):
-        pos, stopped = compiled.rows(data, pos, len(data), split.start, base, tables["records"],
-                                     tables["offsets_committed"], derive)
+        pos, stopped = compiled.columns(data, pos, len(data), split.start, records, commits, base, derive)
         if stopped:
             entry = next(read_segment_bytes(data, split.uri, start=pos), None)
             if entry is None:  # an all-zero tail
                 break
-            _entry_rows(entry, split, CONSUMER_OFFSETS, names, tables)
+            _entry_rows(entry, split, CONSUMER_OFFSETS, names, add)
             pos = entry.position + entry.length if isinstance(entry, SegmentProblem) else entry.byte_offset + entry.size
+    out: dict[str, Rows] = dict(tables)
+    for table, builder in builders.items():
+        out[table] = from_columns(builder.finish(), SCHEMAS[table], constants[table])
+    return out
 
 
 def batch_rows(batch: RecordBatch, position: int, split: SegmentSplit, topic: str,

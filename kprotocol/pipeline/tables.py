@@ -90,13 +90,20 @@ def table_dir(out: str, table: str) -> str:
     return out.rstrip("/") + "/" + table
 
 
-def write_part(out: str, table: str, part: int, rows: list[dict], prefix: str = "part") -> None:
-    """Write one task's rows of `table` (an empty part keeps the schema visible to readers). Each job
-    names its parts with its own prefix, so the offsets and captures jobs share `problems`."""
+def write_part(out: str, table: str, part: int, rows: list[dict] | pa.Table, prefix: str = "part") -> None:
+    """Write one task's rows of `table`, dicts or an Arrow table of its schema (an empty part keeps the
+    schema visible to readers). Each job names its parts with its own prefix, so the offsets and
+    captures jobs share `problems`."""
+    schema = SCHEMAS[table]
+    if isinstance(rows, pa.Table):
+        if not rows.schema.equals(schema):
+            raise ValueError(f"{table}: a table of schema {rows.schema}, not the table's {schema}")
+        data = rows
+    else:
+        data = to_arrow(rows, schema)
     fsys, path = filesystem(table_dir(out, table))
     fsys.create_dir(path, recursive=True)
-    pq.write_table(to_arrow(rows, SCHEMAS[table]), f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys,
-                   **WRITE_OPTIONS)
+    pq.write_table(data, f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys, **WRITE_OPTIONS)
 
 
 class PartWriter:
@@ -180,6 +187,46 @@ def _as_string(binary: pa.Array) -> pa.Array:
     """A binary array of UTF-8 (orjson's output) as a string array: the same buffers, no second check."""
     return pa.Array.from_buffers(STR, len(binary), binary.buffers(), null_count=binary.null_count,
                                  offset=binary.offset)
+
+
+# How a column builder of the compiled decoder (kprotocol.coordinator._offsets.Columns) holds a type;
+# SKIP: a column it leaves to `from_columns`' constants.
+SKIP = -1
+COLUMN_KINDS = {STR: 0, I32: 1, I64: 2, BOOL: 3}
+CONSTANT_BYTES = 1 << 30  # a constant string column is cut into chunks of at most this much data
+
+
+def column_kinds(schema: pa.Schema, constants: frozenset[str] | set[str] = frozenset()) -> tuple[int, ...]:
+    """The kinds of a column builder for `schema`, the `constants` columns left out."""
+    return tuple(SKIP if field.name in constants else COLUMN_KINDS[field.type] for field in schema)
+
+
+def from_columns(finished: tuple[int, list], schema: pa.Schema, constants: dict[str, Any]) -> pa.Table:
+    """A column builder's finished buffers as a table of `schema`, without a conversion per value
+    (`pa.Array.from_buffers` wraps them as they are); the columns it left out hold `constants`."""
+    rows, columns = finished
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    for field, chunks in zip(schema, columns, strict=True):
+        if chunks is None:
+            arrays.append(_constant(constants[field.name], field.type, rows))
+            continue
+        pieces = [pa.Array.from_buffers(field.type, length, [None if valid is None else pa.py_buffer(valid),
+                                                             pa.py_buffer(values),
+                                                             *(() if data is None else (pa.py_buffer(data),))],
+                                        null_count=nulls)
+                  for length, nulls, valid, values, data in chunks]
+        arrays.append(pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _constant(value: Any, kind: pa.DataType, rows: int) -> pa.Array | pa.ChunkedArray:
+    """`rows` times `value` (a string column in chunks that 32-bit offsets can hold)."""
+    scalar = pa.scalar(value, kind)
+    size = len(value.encode()) if isinstance(value, str) else 0
+    step = max(1, CONSTANT_BYTES // size) if size else rows
+    if rows <= step:
+        return pa.repeat(scalar, rows)
+    return pa.chunked_array([pa.repeat(scalar, min(step, rows - start)) for start in range(0, rows, step)], kind)
 
 
 def reset(out: str, tables: tuple[str, ...], prefix: str = "part") -> None:
