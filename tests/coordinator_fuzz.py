@@ -56,6 +56,7 @@ RACE_MARGIN_MS = 300
 MEMBERS = ("m0", "m1", "m2", "m3")
 PROCESSES = ("p0", "p1", "p2")
 INSTANCES = ("i0", "i1")
+TRACE = bool(__import__("os").environ.get("COORDINATOR_FUZZ_TRACE"))  # every exchange to stderr
 FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, MISSING_INTERNAL_TOPICS = 110, 25, 3
 
 # --- the one place that names what differs by construction --------------------------------------
@@ -226,6 +227,10 @@ class Differential:
         self.records += records
         ours = type(ours).decode(ours.encode(version), version)
         Differential.total_exchanges += 1
+        if TRACE:
+            print(f"--> {type(kafka_request).__name__} v{version} {json.dumps(kafka_request.to_json(version))}\n"
+                  f"<-- Kafka {json.dumps(theirs.to_json(version))}\n<-- ours  {json.dumps(ours.to_json(version))}\n"
+                  f"    records {records}", file=sys.stderr)
         return theirs.to_json(version), ours.to_json(version)
 
     def compare(self, what: str, theirs: dict, ours: dict, group: str | None = None) -> None:

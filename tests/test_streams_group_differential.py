@@ -75,12 +75,44 @@ def test_a_static_member_that_left_with_minus_two_expires_at_its_session_time_ou
                                  ["m0-1", "m2-1", "m1-2", "m0-2", "m1-3"]])
 def test_endpoints_are_listed_in_the_member_tables_order_with_the_joining_member_in_it(kafka_broker,
                                                                                       ids: list[str]) -> None:
-    """Found by the fuzzer: Kafka lists the other members' endpoints in its member table's order once the joining
-    member is in it, and a sixth member doubles the table, which reorders it."""
+    """Found by the fuzzer: Kafka lists the other members' endpoints in its member table's order (before the
+    heartbeat's records are replayed); the fifth member's second put (its current assignment) doubles the table,
+    which reorders it for the sixth."""
     t, group, source = twin(kafka_broker)
     topo = topology(0, [{"id": "0", "sources": [source]}])
     for member in ids:
         same(*t.heartbeat(member, 0, topology=topo, user_endpoint=HB.Endpoint(host=member, port=1)))
+    check_records(t)
+
+
+def test_an_update_of_a_member_may_grow_the_member_table(kafka_broker) -> None:
+    """Found by the fuzzer: Kafka's table of members checks its size on every put, also one that replaces a member,
+    so a heartbeat that only changes a member's metadata may double the table and reorder the endpoints."""
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    ids = ["m0-1", "m3-1", "m3-2", "m1-1", "m2-1"]                  # five members fill a table of four slots
+    for member in ids:
+        same(*t.heartbeat(member, 0, topology=topo, user_endpoint=HB.Endpoint(host=member, port=1)))
+    for member in ids:
+        same(*t.heartbeat(member, rack_id="r2", endpoint_information_epoch=0))  # a put of each: the table grows
+    check_records(t)
+
+
+def test_a_refused_static_join_relabels_the_cached_target(kafka_broker) -> None:
+    """Found by the fuzzer: Kafka 4.4 hands the cached target of an instance id's owner to a new member id before
+    it checks that the owner left; refused (UNRELEASED_INSTANCE_ID), the owner then reconciles towards nothing
+    while the group is not stable, and a stable group whose member holds other tasks than its target bumps its
+    epoch for the same target."""
+    t, group, source = twin(kafka_broker)
+    topo = topology(0, [{"id": "0", "sources": [source]}])
+    same(*t.heartbeat("d1", 0, topology=topo))
+    same(*t.heartbeat("d1"))                                         # stable: every task to d1
+    same(*t.heartbeat("s1", 0, instance_id="i1", topology=topo))     # half of them move: the group reconciles
+    same(*t.heartbeat("s2", 0, instance_id="i1", topology=topo))     # refused: i1 is s1's
+    for _ in range(4):
+        same(*t.heartbeat("s1", instance_id="i1"))
+        same(*t.heartbeat("d1"))
+    same(*t.describe())
     check_records(t)
 
 

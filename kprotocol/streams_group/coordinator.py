@@ -28,7 +28,7 @@ from kprotocol.streams_group.errors import (FENCED_INSTANCE_ID, FENCED_MEMBER_EP
                                             STALE_MEMBER_EPOCH,
                                             STREAMS_INVALID_TOPOLOGY, UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR,
                                             UNRELEASED_INSTANCE_ID, UNSUPPORTED_VERSION, CoordinatorError)
-from kprotocol.streams_group.group import StreamsGroup
+from kprotocol.streams_group.group import STABLE_STATE, StreamsGroup
 from kprotocol.streams_group.java_order import hash_order
 from kprotocol.streams_group.member import UNREVOKED_TASKS, Member, reconcile
 from kprotocol.streams_group.records import CoordinatorRecord
@@ -278,6 +278,10 @@ class StreamsGroupCoordinator:
         else:
             group = self._existing_group(group_id)
         existed, replacing = group.exists, self.is_other_group(group_id)
+        if req.instance_id is not None:  # Kafka hands the instance's cached target to the new id before any check
+            owner = group.static_members.get(req.instance_id)
+            if owner in group.members and owner != req.member_id:
+                group.relabel_refined(owner, req.member_id)
         owned = None
         if req.active_tasks is not None and req.standby_tasks is not None and req.warmup_tasks is not None:
             owned = TaskSets.from_wire(req.active_tasks, req.standby_tasks, req.warmup_tasks)
@@ -346,6 +350,12 @@ class StreamsGroupCoordinator:
         bump |= validated != group.validated_topology_epoch
         configs = cfg.assignment_configs()
         bump |= configs != group.last_assignment_configs
+        # A stable group whose member holds other tasks than its target (the cached target Kafka reconciles
+        # towards was relabelled by a refused static join): a new epoch for the same target (Kafka's REFINED).
+        refined, refine_only = None, False
+        if not bump and group.state == STABLE_STATE:
+            refined = dict(group.targets)
+            refine_only = bump = refined.get(updated.member_id, EMPTY) != updated.assigned
         epoch = group.epoch
         if bump:
             epoch = 2 if epoch == 0 else epoch + 1
@@ -357,24 +367,36 @@ class StreamsGroupCoordinator:
             group_initial_delay = group.pending_assignment_at is not None and group.assignment_epoch == 0
 
         # 4. the target assignment (a static member rejoining under a new member id inherits its predecessor's)
-        current_target = group.target(updated.member_id if replaced is None else replaced)
+        targets = dict(group.targets)
+        if replaced not in (None, updated.member_id):
+            targets[updated.member_id] = targets.pop(replaced, EMPTY)
         if epoch > group.assignment_epoch:
             if group_initial_delay and group.pending_assignment_at is not None and now < group.pending_assignment_at:
-                target_epoch, target = max(1, group.assignment_epoch), EMPTY
+                target_epoch, targets = max(1, group.assignment_epoch), {}
                 hb.statuses.append((ASSIGNMENT_DELAYED, INITIAL_DELAY_DETAIL))
+            elif refine_only and group.assignment_epoch >= group.epoch:
+                target_epoch = epoch
+                hb.records.append(rec.target_metadata(group_id, epoch, group.assignment_timestamp))
             elif group.assignment_epoch > 0 and now < group.assignment_timestamp + cfg.assignment_interval_ms:
-                target_epoch, target = group.assignment_epoch, current_target
+                target_epoch = group.assignment_epoch
                 hb.statuses.append((ASSIGNMENT_DELAYED, INTERVAL_DETAIL))
                 group.pending_assignment_at = group.assignment_timestamp + cfg.assignment_interval_ms
             else:
-                members, previous = {**group.members, updated.member_id: updated}, dict(group.targets)
-                if replaced not in (None, updated.member_id):  # a new static member inherits its predecessor's target
+                members = {**group.members, updated.member_id: updated}
+                if replaced not in (None, updated.member_id):
                     members.pop(replaced, None)
-                    previous[updated.member_id] = previous.pop(replaced, EMPTY)
-                targets = self._assign(group, epoch, members, configured, hb.records, now, previous)
-                target_epoch, target = epoch, targets.get(updated.member_id, EMPTY)
+                targets = self._assign(group, epoch, members, configured, hb.records, now, targets)
+                target_epoch = epoch
         else:
-            target_epoch, target = group.assignment_epoch, current_target
+            target_epoch = group.assignment_epoch
+        # What the member reconciles towards: Kafka's refined assignment, cached per target epoch while
+        # warm-ups are on (refining is the identity in Kafka 4.4, but the cache outlives changes of the targets)
+        if refined is None:
+            cached = group.refined_for(target_epoch)
+            refined = targets if cached is None else cached
+        if cfg.assignment.num_warmup_replicas > 0:
+            group.refined = (target_epoch, refined)
+        target = refined.get(updated.member_id, EMPTY)
 
         # 5. reconciliation
         reconciled = updated
@@ -535,15 +557,10 @@ class StreamsGroupCoordinator:
     def _endpoints(self, group: StreamsGroup, updated: Member, topology: Any, configured: Configured | None,
                    response_cls: Any, replaced: str | None) -> list[Any]:
         out = []
-        # the other members (not a static member this one replaces) in the order of Kafka's hash table of
-        # members once this heartbeat's changes are in it (a joining member may grow the table, which reorders
-        # it), then the member itself
+        # the other members (not a static member this one replaces) in the order of Kafka's table of members as
+        # it is before this heartbeat's records (each put of a member, new or not, may have grown the table,
+        # which reorders it), then the member itself
         order = group.member_order
-        if updated.member_id not in group.members:
-            order = order.copy()
-            if replaced is not None:
-                order.remove(replaced)
-            order.add(updated.member_id)
         members = [group.members[m] for m in order if m not in (updated.member_id, replaced)] + [updated]
         if (configured is None or configured.tasks is None) and any(m.user_endpoint for m in members):
             # Kafka 4.4 fails the heartbeat (no message) when it maps endpoints to partitions of a topology

@@ -59,6 +59,9 @@ class StreamsGroup:
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (deadline, epoch)
     pending_assignment_at: int | None = None
+    # Kafka's refined assignment: (target epoch, member -> tasks) the members reconcile towards, kept across
+    # heartbeats and changed in place (a refused heartbeat does not undo it)
+    refined: tuple[int, dict[str, TaskSets]] | None = None
 
     @property
     def state(self) -> str:
@@ -74,6 +77,16 @@ class StreamsGroup:
 
     def target(self, member_id: str) -> TaskSets:
         return self.targets.get(member_id, EMPTY)
+
+    def refined_for(self, epoch: int) -> dict[str, TaskSets] | None:
+        return self.refined[1] if self.refined is not None and self.refined[0] == epoch else None
+
+    def relabel_refined(self, old_id: str, new_id: str) -> None:
+        """Give `old_id`'s cached refined tasks to `new_id` (a static member's new member id)."""
+        if self.refined is not None and old_id in self.refined[1]:
+            tasks = {**self.refined[1]}
+            tasks[new_id] = tasks.pop(old_id)
+            self.refined = (self.refined[0], tasks)
 
     def replay(self, record: CoordinatorRecord) -> None:
         """Apply one record (a tombstone removes what its key names)."""
@@ -161,8 +174,7 @@ class StreamsGroup:
     def _put(self, old: Member | None, member: Member) -> None:
         if old is not None:
             self.owners.remove(old)
-        else:
-            self.member_order.add(member.member_id)
+        self.member_order.add(member.member_id)
         self.members[member.member_id] = member
         self.owners.add(member)
         if member.instance_id is not None:

@@ -120,7 +120,8 @@ _FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.fin
 class TimelineOrder:
     """The iteration order of Kafka's `TimelineHashMap` keyed by strings or ints (its `BaseHashTable`): a slot
     per key from the high bits of a Fibonacci hash, colliding keys kept in insertion order and iterated
-    last first; the table doubles when more than 3/4 full (counting the key being added), never shrinks."""
+    last first; the table doubles when more than 3/4 full (counting the key being added), never shrinks.
+    Every put checks the size first, a put that replaces an existing key too."""
 
     __slots__ = ("slots",)
 
@@ -138,15 +139,16 @@ class TimelineOrder:
         return ((code * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
 
     def add(self, key: str | int) -> None:
-        if key in self.slots[self._slot(key)]:
-            return
+        """A put of `key` (new or not)."""
         size = sum(len(s) for s in self.slots)
         if (size + 1) * 0.75 > len(self.slots):
             old, self.slots = self.slots, [[] for _ in range(2 * len(self.slots))]
             for keys in old:
                 for k in keys:
                     self.slots[self._slot(k)].append(k)
-        self.slots[self._slot(key)].append(key)
+        keys = self.slots[self._slot(key)]
+        if key not in keys:
+            keys.append(key)
 
     def remove(self, key: str | int) -> None:
         keys = self.slots[self._slot(key)]
