@@ -49,10 +49,10 @@ test: prereqs
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --durations=30 tests
 
 # The whole migration matrix of Apache Kafka's example applications (tests/test_migration_apps.py); its table
-# goes to build/migration-matrix.md. About 3 minutes a shape.
+# goes to build/migration-matrix.md. About 3 minutes a shape. Then the gateway migration at both guarantees.
 test-migration: prereqs
 	@$(MAKE) --no-print-directory $(STAMP)
-	KPROTOCOL_MIGRATION=matrix $(BIN)/python -m pytest -q -s -n 0 tests/test_migration_apps.py
+	KPROTOCOL_MIGRATION=matrix $(BIN)/python -m pytest -q -s -n 0 tests/test_migration_apps.py tests/test_migration_gateway.py
 
 # The gateway in front of a three-node SASL_SSL cluster: a Streams migration across node restarts and leader
 # moves, metrics scraped throughout (tests/gateway_cluster_migration.py). A few minutes.
