@@ -25,6 +25,12 @@ STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa
 STRS = pa.list_(pa.string())
 WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}  # half snappy's size, and faster to write
 
+
+def write_options(schema: pa.Schema) -> dict[str, Any]:
+    """WRITE_OPTIONS, and statistics for every column but the JSON documents: their min/max prune
+    nothing and were a fifth of the time to write the records table."""
+    return {**WRITE_OPTIONS, "write_statistics": [name for name in schema.names if not name.endswith("_json")]}
+
 SCHEMAS: dict[str, pa.Schema] = {
     # Every record of the coordinator topics, decoded as `kprotocol offsets decode` does.
     "records": pa.schema([
@@ -103,7 +109,7 @@ def write_part(out: str, table: str, part: int, rows: list[dict] | pa.Table, pre
         data = to_arrow(rows, schema)
     fsys, path = filesystem(table_dir(out, table))
     fsys.create_dir(path, recursive=True)
-    pq.write_table(data, f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys, **WRITE_OPTIONS)
+    pq.write_table(data, f"{path}/{prefix}-{part:05d}.parquet", filesystem=fsys, **write_options(schema))
 
 
 class PartWriter:
@@ -128,7 +134,8 @@ class PartWriter:
 
     def _flush(self) -> None:
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.where, self.schema, filesystem=self.fsys, **WRITE_OPTIONS)
+            self.writer = pq.ParquetWriter(self.where, self.schema, filesystem=self.fsys,
+                                           **write_options(self.schema))
         self.writer.write_table(to_arrow(self.rows, self.schema))
         self.count += len(self.rows)
         self.rows.clear()
