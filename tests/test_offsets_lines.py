@@ -328,3 +328,23 @@ def test_column_builder_refuses_what_its_columns_do_not_hold() -> None:
     table.validate(full=True)
     assert table.to_pylist() == [{**dict.fromkeys(schema.names), **row}, dict.fromkeys(schema.names)]
     assert len(builder) == 0 and from_columns(builder.finish(), schema, {"source_partition": 3}).num_rows == 0
+
+
+def test_column_builders_cannot_be_finished_while_the_decoder_fills_them() -> None:
+    """A callback that finishes a builder in the middle of Decoder.columns is refused, and a call that
+    failed leaves builders that refuse further use (a row may be half written), never a bad table."""
+    from kprotocol.pipeline.offsets_rows import MEMBER_TYPES
+    from kprotocol.pipeline.tables import SCHEMAS, column_kinds
+
+    constant = {"topic", "partition", "segment", "source_partition"}
+    records, commits = (lines.columns(SCHEMAS[t].names, column_kinds(SCHEMAS[t], constant & (
+        {"source_partition"} if t == "offsets_committed" else {"topic", "partition", "segment"})))
+        for t in ("records", "offsets_committed"))
+    data = write_batch([Record(0, 1, None, b"\x00\x00")])  # no key: the fallback's
+    decoder = lines.decoder(lambda *record: records.finish(), frozenset(MEMBER_TYPES))
+    with pytest.raises(RuntimeError, match="while Decoder.columns fills"):
+        decoder.columns(data, 0, len(data), 0, records, commits, {}, print)
+    with pytest.raises(RuntimeError, match="failed in the middle"):
+        records.finish()
+    with pytest.raises(ValueError, match="not the layout"):
+        decoder.columns(data, 0, len(data), 0, commits, records, {}, print)

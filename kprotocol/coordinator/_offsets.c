@@ -1121,7 +1121,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int ncols, broken;
+    int ncols, broken, busy; /* busy: a Decoder.columns call is filling it */
     Column *cols;
     PyObject *names;     /* tuple of str */
     Py_ssize_t rows, max_chunk;
@@ -1342,6 +1342,10 @@ static PyObject *Columns_append(ColumnsObject *self, PyObject *row) {
 /* finish() -> (rows, columns): every column's chunks (None for a skipped column); the builder starts over. */
 static PyObject *Columns_finish(ColumnsObject *self, PyObject *unused) {
     if (usable(self) < 0) return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "finish() while Decoder.columns fills the builder");
+        return NULL;
+    }
     PyObject *columns = PyList_New(self->ncols);
     if (!columns) return NULL;
     for (int i = 0; i < self->ncols; i++) {
@@ -1425,6 +1429,10 @@ static ColumnsObject *layout(PyObject *o, const char **names, const int *kinds, 
     }
     if (!same) {
         PyErr_Format(PyExc_ValueError, "the %s builder's columns are not the layout Decoder.columns fills", table);
+        return NULL;
+    }
+    if (t->busy) {
+        PyErr_Format(PyExc_RuntimeError, "the %s builder is being filled by another Decoder.columns call", table);
         return NULL;
     }
     return usable(t) < 0 ? NULL : t;
@@ -1590,6 +1598,7 @@ static PyObject *Decoder_columns(DecoderObject *self, PyObject *const *args, Py_
     memcpy(ctx.nested, self->nested, sizeof(ctx.nested));
     memcpy(ctx.latest, self->latest, sizeof(ctx.latest));
     int stopped = 0, status = 0;
+    R->busy = C->busy = 1;
     while (pos < end) {
         Batch bt;
         int r = read_batch(self, d, pos, end, &bt);
@@ -1628,6 +1637,7 @@ static PyObject *Decoder_columns(DecoderObject *self, PyObject *const *args, Py_
         pos += bt.size;
     }
     PyBuffer_Release(&view);
+    R->busy = C->busy = 0;
     if (status) {  /* a row may be half written: the builders refuse further use */
         R->broken = C->broken = 1;
         return NULL;
