@@ -1,19 +1,25 @@
-"""The Spark pipeline beside the single-process decoders, on the same generated inputs.
+"""The Spark pipeline beside the single-process decoders and Kafka's own tool, on the same generated inputs.
 
-    python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64] [--captures-mb 1024]
+    python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64] [--task-mb 64] [--captures-mb 1024]
 
-Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments by tiling the batches
-of the bundled fixture segment (base offsets rewritten; they sit outside the CRC). Captures: writes
+Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments, each the realistic mix of
+bench/offsets.py (`generate_mix`: mostly offset commits, some transactional with markers, consumer and
+streams groups' records, classic Kafka Streams rebalances), a seed per partition. Captures: writes
 copies of the kept captures into one large pcap, each copy shifted in time and with its client ports
-renumbered (distinct connections, as in a capture of many clients). Then, for each
-input, in one run:
+renumbered (distinct connections, as in a capture of many clients). Then, for each input, in one run:
+- for offsets, one Spark task's work in a fresh process without Spark (`split_rows` + `write_part` of
+  every table, the Parquet files written) on a mix segment of --task-mb, the median of three runs,
 - the single-process CLI (`kprotocol offsets decode ...` / `kprotocol capture decode ...` > /dev/null),
+- for offsets, Kafka's `kafka-dump-log --offsets-decoder --print-data-log` on the first partition's
+  segment (output to a file, the JVM's start included, as bench/offsets.py runs it),
 - the Spark job with `local[1]` and `local[2]`, each in a fresh process, its start-up (the
   SparkSession to a first action, and its Python workers to a first Python task) timed apart from
   the job itself,
-(kprotocol's bytecode compiled first, as a wheel install has it) and prints records (or exchanges)/s, MB/s, the speed-up from one core to two, per-core rate
-against the single-process decoder, and the fixed start cost; for captures also the machine's own
-ceiling: how much more two single-process decoders side by side get done than one alone.
+(kprotocol's bytecode compiled first, as a wheel install has it) and prints records (or exchanges)/s,
+MB/s, the speed-up from one core to two, per-core rate against the single-process decoder and against
+kafka-dump-log (target >= 3x, aim 5x), what 1 TB would take on 64 cores at that per-core rate, and the
+fixed start cost; for captures also the machine's own ceiling: how much more two single-process
+decoders side by side get done than one alone.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ import compileall
 import json
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -32,10 +37,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
 
-from kprotocol.records.segment import read_segment  # noqa: E402
+from offsets import DUMP_LOG, generate_mix, java_command, timed  # noqa: E402  (bench/offsets.py)
 
-FIXTURE = ROOT / "fixtures" / "offsets" / "00000000000000000000.log"
+TASK_RUN = """
+import json, shutil, statistics, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+from kprotocol.coordinator import CONSUMER_OFFSETS
+from kprotocol.pipeline.offsets_rows import split_rows
+from kprotocol.pipeline.splits import SegmentSplit
+from kprotocol.pipeline.tables import paused_gc, write_part
+segment = sys.argv[2]
+with open(segment, "rb") as f:
+    size = f.seek(0, 2)
+split = SegmentSplit(segment, CONSUMER_OFFSETS, 0, 0, size)
+runs = []
+for _ in range(int(sys.argv[3])):
+    out = tempfile.mkdtemp(prefix="kprotocol-bench-task-")
+    with paused_gc():  # as a Spark task runs it (jobs._decode_task)
+        t0 = time.perf_counter()
+        tables = split_rows(split)
+        t1 = time.perf_counter()
+        for table, rows in tables.items():
+            write_part(out, table, 0, rows)
+        t2 = time.perf_counter()
+    runs.append((t1 - t0, t2 - t1, t2 - t0, len(tables["records"])))
+    del tables
+    shutil.rmtree(out)
+print(json.dumps({"decode": statistics.median(r[0] for r in runs), "write": statistics.median(r[1] for r in runs),
+                  "total": statistics.median(r[2] for r in runs), "records": runs[0][3]}))
+"""
 
 SPARK_RUN = """
 import json, sys, time
@@ -57,26 +89,48 @@ print(json.dumps({"startup": t1 - t0, "job": t2 - t1, **counts}))
 """
 
 
-def generate(target: Path, size: int, partitions: int) -> tuple[int, int]:
-    """Tile the fixture's batches into `partitions` segments of about size/partitions bytes each."""
-    batches, pos, data = [], 0, FIXTURE.read_bytes()
-    for entry in read_segment(FIXTURE):
-        batches.append((data[pos:pos + entry.size], entry.last_offset - entry.base_offset + 1))
-        pos += entry.size
-    per_round = sum(len(b) for b, _ in batches)
-    records = written = 0
+def generate(target: Path, size: int, partitions: int) -> tuple[int, list[int]]:
+    """`partitions` segments of the realistic mix (bench/offsets.py), about size/partitions bytes each;
+    their bytes, and each one's record count."""
+    records, written = [], 0
     for partition in range(partitions):
         directory = target / f"__consumer_offsets-{partition}"
         directory.mkdir(parents=True)
-        offset = 0
-        with (directory / "00000000000000000000.log").open("wb") as out:
-            for _ in range(max(1, size // partitions // per_round)):
-                for raw, count in batches:
-                    out.write(struct.pack(">q", offset) + raw[8:])
-                    offset += count
-                    records += count
-                    written += len(raw)
+        segment = directory / "00000000000000000000.log"
+        records.append(generate_mix(segment, max(1, size // partitions), seed=25 + partition))
+        written += segment.stat().st_size
     return written, records
+
+
+def single_task(size: int, runs: int = 3, root: Path = ROOT) -> dict:
+    """One Spark task's work (split_rows + write_part) in a fresh process on a mix segment of `size` bytes."""
+    work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-task-"))
+    try:
+        segment = work / "__consumer_offsets-0" / "00000000000000000000.log"
+        segment.parent.mkdir()
+        records = generate_mix(segment, size)
+        done = subprocess.run([sys.executable, "-c", TASK_RUN, str(root), str(segment), str(runs)],
+                              capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["records"] == records, (result, records)
+        return {**result, "mib": segment.stat().st_size / (1 << 20)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def kafka_dump_log(segment: Path, records: int) -> float:
+    """Wall seconds of kafka-dump-log --offsets-decoder --print-data-log on `segment`, output to a file
+    (its count of records checked)."""
+    output = segment.parent.parent / "kafka-dump-log.out"
+    try:
+        wall, _ = timed(java_command(DUMP_LOG, "--files", str(segment), "--print-data-log", "--offsets-decoder"),
+                        output)
+        with output.open("rb") as lines:
+            counted = sum(1 for line in lines if line.startswith(b"| offset: "))
+        assert counted == records, (counted, records)
+        return wall
+    finally:
+        output.unlink(missing_ok=True)
 
 
 def single_process(data: Path) -> float:
@@ -111,11 +165,12 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=256, help="offsets input (0: skip)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--split-mb", type=int, default=16)
+    parser.add_argument("--task-mb", type=int, default=64, help="one task's work measured alone on this much (0: skip)")
     parser.add_argument("--captures-mb", type=int, default=0, help="also the captures job on this much (0: skip)")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "kprotocol", quiet=1)  # as a wheel install has it; every process would compile
     if args.size_mb:
-        offsets(args.size_mb, args.partitions, args.split_mb)
+        offsets(args.size_mb, args.partitions, args.split_mb, args.task_mb)
     if args.captures_mb:
         captures(args.captures_mb, args.split_mb << 20)
 
@@ -129,25 +184,49 @@ def compiled_tasks(runs: dict[int, dict]) -> str:
             + (f"\nWARNING: {pure} task(s) ran pure Python: these rates are not the compiled ones" if pure else ""))
 
 
-def offsets(size_mb: int, partitions: int, split_mb: int) -> None:
+def offsets(size_mb: int, partitions: int, split_mb: int, task_mb: int) -> None:
+    if task_mb:
+        task = single_task(task_mb << 20)
+        print(f"one task alone (split_rows + write_part, no Spark) on a {task['mib']:.0f} MiB mix segment, "
+              f"{task['records']:,} records: {task['total']:.2f} s (decode {task['decode']:.2f} s, Parquet "
+              f"{task['write']:.2f} s), {task['records'] / task['total']:,.0f} records/s; median of 3")
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
     try:
-        size, records = generate(work / "data", size_mb << 20, partitions)
+        size, counts = generate(work / "data", size_mb << 20, partitions)
+        records, first_records = sum(counts), counts[0]
         mb = size / (1 << 20)
-        print(f"input: {mb:.0f} MiB, {records:,} records in {partitions} __consumer_offsets partitions")
+        print(f"input: {mb:.0f} MiB, {records:,} records in {partitions} __consumer_offsets partitions "
+              f"(bench/offsets.py's mix)")
+        first = work / "data" / "__consumer_offsets-0" / "00000000000000000000.log"
+        first_mb = first.stat().st_size / (1 << 20)
+        kafka = kafka_dump_log(first, first_records)
         single = single_process(work / "data")
         runs = {cores: spark(work / "data", cores, split_mb << 20) for cores in (1, 2)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    kafka_rate = first_records / kafka
     print("\n| run | seconds | records/s | MB/s |\n|---|---|---|---|")
+    print(f"| kafka-dump-log --offsets-decoder --print-data-log, one {first_mb:.0f} MiB segment | {kafka:.1f} | "
+          f"{kafka_rate:,.0f} | {first_mb / kafka:.1f} |")
     print(f"| single process (CLI) | {single:.1f} | {records / single:,.0f} | {mb / single:.1f} |")
     for cores, run in runs.items():
         assert run["records"] == records, (run, records)
         print(f"| Spark local[{cores}], job | {run['job']:.1f} | {records / run['job']:,.0f} | {mb / run['job']:.1f} |")
     start = sum(r["startup"] for r in runs.values()) / len(runs)
     speedup = runs[1]["job"] / runs[2]["job"]
+    per_core = records / runs[1]["job"]
+    per_core_mb = mb / runs[1]["job"]
     print(f"\nSpark start-up to a first Python task: {start:.1f} s (fixed cost, excluded from the job times above)")
     print(compiled_tasks(runs))
+    print(f"per Spark core (local[1] job) vs kafka-dump-log: {per_core:,.0f} against {kafka_rate:,.0f} records/s, "
+          f"{per_core / kafka_rate:.1f}x (target >= 3x, aim 5x)")
+    if task_mb:
+        task_rate = task["records"] / task["total"]
+        print(f"one task alone (no Spark, no rebalances stage) vs kafka-dump-log: {task_rate:,.0f} against "
+              f"{kafka_rate:,.0f} records/s, {task_rate / kafka_rate:.1f}x")
+    terabyte = (1 << 40) / (per_core_mb * (1 << 20)) / 64
+    print(f"1 TB on 64 cores at that per-core rate ({per_core_mb:.1f} MB/s): {terabyte / 60:.1f} min "
+          f"(no start-up, perfect scaling)")
     print(f"speed-up 1 -> 2 cores: {speedup:.2f}x (target >= 1.8x)")
     print(f"per core, 1 core vs single process: {single / runs[1]['job']:.0%} (target >= 80%)")
     print(f"per core, 2 cores vs single process: {single / runs[2]['job'] / 2:.0%}")
