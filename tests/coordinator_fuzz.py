@@ -681,8 +681,11 @@ def main(argv: list[str] | None = None) -> int:
         while time.monotonic() - started < args.seconds:
             try:
                 exchanges += run_differential(broker, args.batch, args.steps, args.shrink)
-            except Flaky:  # a sequence hypothesis could not replay alike (the broker's timing): no difference
+            except Flaky:  # a difference hypothesis could not reproduce (the broker's timing): kept apart
                 flaky += 1
+                report = args.out / f"flaky-{int(time.time())}-{flaky}.txt"
+                report.write_text(traceback.format_exc())
+                print(f"a difference that did not replay: {report}", flush=True)
             except Exception:  # noqa: BLE001 - every failure is kept and the fuzzing goes on
                 failures += 1
                 report = args.out / f"failure-{int(time.time())}-{failures}.txt"
