@@ -26,10 +26,18 @@ STRS = pa.list_(pa.string())
 WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}  # half snappy's size, and faster to write
 
 
+PLAIN = ("_json", "offset", "timestamp", "position")  # columns of (nearly) unique values: no dictionary
+
+
 def write_options(schema: pa.Schema) -> dict[str, Any]:
-    """WRITE_OPTIONS, and statistics for every column but the JSON documents: their min/max prune
-    nothing and were a fifth of the time to write the records table."""
-    return {**WRITE_OPTIONS, "write_statistics": [name for name in schema.names if not name.endswith("_json")]}
+    """WRITE_OPTIONS; statistics for every column but the JSON documents (their min/max prune nothing
+    and were a fifth of the time to write the records table); dictionary encoding but for JSON
+    documents, offsets, timestamps and positions, whose dictionaries fill up and fall back to plain
+    (plain from the start: the offsets tables of a 64 MiB segment wrote in 0.63 s, not 0.77, and
+    took 15 MB, not 18)."""
+    names = schema.names
+    return {**WRITE_OPTIONS, "write_statistics": [name for name in names if not name.endswith("_json")],
+            "use_dictionary": [name for name in names if not name.endswith(PLAIN)]}
 
 SCHEMAS: dict[str, pa.Schema] = {
     # Every record of the coordinator topics, decoded as `kprotocol offsets decode` does.
