@@ -56,17 +56,18 @@ runs = []
 for _ in range(int(sys.argv[3])):
     out = tempfile.mkdtemp(prefix="kprotocol-bench-task-")
     with paused_gc():  # as a Spark task runs it (jobs._decode_task)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         tables = split_rows(split)
         t1 = time.perf_counter()
         for table, rows in tables.items():
             write_part(out, table, 0, rows)
-        t2 = time.perf_counter()
-    runs.append((t1 - t0, t2 - t1, t2 - t0, len(tables["records"])))
+        t2, c2 = time.perf_counter(), time.process_time()
+    runs.append((t1 - t0, t2 - t1, t2 - t0, len(tables["records"]), c2 - c0))
     del tables
     shutil.rmtree(out)
 print(json.dumps({"decode": statistics.median(r[0] for r in runs), "write": statistics.median(r[1] for r in runs),
-                  "total": statistics.median(r[2] for r in runs), "records": runs[0][3]}))
+                  "total": statistics.median(r[2] for r in runs), "records": runs[0][3],
+                  "cpu": statistics.median(r[4] for r in runs)}))
 """
 
 SPARK_RUN = """
@@ -189,7 +190,8 @@ def offsets(size_mb: int, partitions: int, split_mb: int, task_mb: int) -> None:
         task = single_task(task_mb << 20)
         print(f"one task alone (split_rows + write_part, no Spark) on a {task['mib']:.0f} MiB mix segment, "
               f"{task['records']:,} records: {task['total']:.2f} s (decode {task['decode']:.2f} s, Parquet "
-              f"{task['write']:.2f} s), {task['records'] / task['total']:,.0f} records/s; median of 3")
+              f"{task['write']:.2f} s; CPU {task['cpu']:.2f} s), {task['records'] / task['total']:,.0f} records/s; "
+              f"median of 3")
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
     try:
         size, counts = generate(work / "data", size_mb << 20, partitions)
