@@ -14,8 +14,7 @@ import pytest
 
 from kprotocol.errors import error_text
 from kprotocol.pipeline.capture_rows import owned_rows
-from kprotocol.pipeline.jobs import _derive_partition, plan_offsets
-from kprotocol.pipeline.offsets_rows import split_rows
+from kprotocol.pipeline.jobs import _derive_partition, plan_offsets, write_split
 from kprotocol.pipeline.rebalances import derive
 from kprotocol.pipeline.report import write_report
 from kprotocol.pipeline.tables import PartWriter, write_part
@@ -30,8 +29,7 @@ def _tables(out: Path) -> None:
     Spark tasks run (no Spark session: the jobs' equality with these paths is tested elsewhere)."""
     splits = plan_offsets([str(DATA)])
     for number, split in enumerate(splits):
-        for table, rows in split_rows(split).items():
-            write_part(str(out), table, number, rows)
+        write_split(str(out), number, split)
     write_part(str(out), "rebalances", 0, _derive_partition(str(out), list(range(len(splits)))))
     writer = PartWriter(str(out), "exchanges", 0, prefix="capture")
     problems, _ = owned_rows(str(CAPTURE), (0, 1), frozenset({60127}), writer.add)

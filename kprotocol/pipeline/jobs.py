@@ -21,9 +21,10 @@ from kprotocol.pipeline.executor import RUNTIME, runtime_summary, task_runtime
 from kprotocol.pipeline.files import KAFKA_SEGMENT, InputFile, list_inputs, partition_of
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
-from kprotocol.pipeline.rebalances import GROUP_RECORD_TYPES, derive
+from kprotocol.pipeline.rebalances import derive, group_records
 from kprotocol.pipeline.splits import DEFAULT_SPLIT_BYTES, SegmentSplit, plan_segment
-from kprotocol.pipeline.tables import SCHEMAS, PartWriter, paused_gc, reset, table_dir, write_part
+from kprotocol.pipeline.tables import (GROUP_RECORDS, WORKING_SCHEMAS, PartWriter, paused_gc, remove_table, reset,
+                                       table_dir, write_part)
 from kprotocol.pipeline.topic_names import topic_names
 from kprotocol.tools.gcmode import long_run_gc
 from kprotocol.tools.inputs import UsageError
@@ -71,14 +72,20 @@ def _decode_task(out: str) -> Callable[[Iterable[tuple[int, SegmentSplit]]], Ite
     def run(parts: Iterable[tuple[int, SegmentSplit]]) -> Iterable[tuple[str, Any]]:
         yield RUNTIME, task_runtime()
         for number, split in parts:
-            with paused_gc():
-                tables = split_rows(split)
-                for table, rows in tables.items():
-                    write_part(out, table, number, rows)
-            for table, rows in tables.items():
-                yield table, len(rows)
+            yield from write_split(out, number, split).items()
             yield "bytes", split.end - split.start
     return run
+
+
+def write_split(out: str, number: int, split: SegmentSplit) -> dict[str, int]:
+    """Decode one split into its part of every offsets table, and of the group records the rebalances
+    stage reads; the row count of each table."""
+    with paused_gc():
+        tables = split_rows(split)
+        for table, rows in tables.items():
+            write_part(out, table, number, rows)
+        write_part(out, GROUP_RECORDS, number, group_records(tables["records"]))
+    return {table: len(rows) for table, rows in tables.items()}
 
 
 def coordinator_segments(paths: list[str]) -> list[InputFile]:
@@ -116,6 +123,7 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     spark = spark or spark_session(master)
     splits = plan_offsets(paths, split_bytes)
     reset(out, (*OFFSETS_TABLES, "rebalances", "topic_names"))
+    remove_table(out, GROUP_RECORDS)  # what a run that died left
     numbered = list(enumerate(splits))
     slices = max(1, min(len(numbered), partitions or len(numbered)))
     counts: Counter[str] = Counter()
@@ -123,6 +131,7 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     _tally(spark.sparkContext.parallelize(numbered, slices).mapPartitions(_decode_task(out)).collect(), counts,
            runtimes)
     counts["rebalances"] = derive_rebalances(spark, out, splits)
+    remove_table(out, GROUP_RECORDS)
     counts["topic_names"] = write_topic_names(paths, out)
     counts["splits"] = len(splits)
     return {**counts, **runtime_summary(runtimes)}
@@ -223,8 +232,8 @@ def write_topic_names(paths: list[str], out: str) -> int:
 
 def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:
     """The rebalances table. A group's records all sit in one coordinator partition, so each Spark task
-    takes the part files of one partition, reads their group records with pyarrow (no JVM round trip)
-    and derives that partition's groups."""
+    takes one partition's group records (the working table its decode tasks wrote), reads them with
+    pyarrow (no JVM round trip) and derives that partition's groups."""
     parts: dict[tuple[str, int | None], list[int]] = {}
     for number, split in enumerate(splits):
         parts.setdefault((split.uri.rsplit("/", 1)[0], split.partition), []).append(number)
@@ -250,13 +259,9 @@ def _derive_partition(out: str, numbers: list[int]) -> list[dict[str, Any]]:
 
     from kprotocol.pipeline.files import filesystem
 
-    fsys, path = filesystem(table_dir(out, "records"))
+    fsys, path = filesystem(table_dir(out, GROUP_RECORDS))
     files = [f"{path}/part-{n:05d}.parquet" for n in numbers]
-    dataset = ds.dataset(files, schema=SCHEMAS["records"], filesystem=fsys, format="parquet")
-    wanted = ds.field("record_type").isin(GROUP_RECORD_TYPES) & ds.field("problem").is_null() \
-        & ds.field("group").is_valid()
-    table = dataset.to_table(columns=["group", "partition", "offset", "timestamp", "record_type", "key_json",
-                                      "value_json"], filter=wanted)
+    table = ds.dataset(files, schema=WORKING_SCHEMAS[GROUP_RECORDS], filesystem=fsys, format="parquet").to_table()
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in table.to_pylist():
         groups.setdefault(row["group"], []).append(row)

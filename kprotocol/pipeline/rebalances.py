@@ -19,7 +19,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kprotocol.pipeline.offsets_rows import member_rows
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kprotocol.pipeline.offsets_rows import Rows, member_rows
+from kprotocol.pipeline.tables import GROUP_RECORDS, SCHEMAS, WORKING_SCHEMAS, to_arrow
 
 Row = dict[str, Any]
 COLUMNS = ("group", "protocol", "epoch", "start_timestamp", "end_timestamp", "duration_ms", "trigger",
@@ -30,6 +35,13 @@ CURRENT = {8: "consumer", 22: "streams"}
 MEMBER = {5: "consumer", 19: "streams"}
 NO_PROBING = (None, 0, -1, 2**63 - 1)
 GROUP_RECORD_TYPES = (2, *METADATA, *TARGET_MEMBER, *CURRENT, *MEMBER)
+def group_records(records: Rows) -> pa.Table:
+    """The rows of a split's records table that `derive` reads (group records without a problem), for the
+    working table GROUP_RECORDS."""
+    table = records if isinstance(records, pa.Table) else to_arrow(records, SCHEMAS["records"])
+    wanted = pc.and_(pc.is_in(table["record_type"], pa.array(GROUP_RECORD_TYPES, pa.int32())),
+                     pc.and_(pc.is_null(table["problem"]), pc.is_valid(table["group"])))
+    return table.filter(wanted).select(WORKING_SCHEMAS[GROUP_RECORDS].names)
 
 
 def _trigger(before: set[str], after: set[str]) -> str:
@@ -121,6 +133,13 @@ class _ModernGroup:
         self.settled_target = {m: set(t) for m, t in self.target.items()}
 
 
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # a lone surrogate escape (a Java string): the standard library reads it
+        return json.loads(text)
+
+
 def derive(group: str, records: Iterable[Row]) -> list[Row]:
     """Rebalance rows of one group from its `records` rows (any order; sorted here by log position)."""
     ordered = sorted(records, key=lambda r: (r["timestamp"], r["partition"] or 0, r["offset"]))
@@ -129,8 +148,8 @@ def derive(group: str, records: Iterable[Row]) -> list[Row]:
     last_classic: list[Row] | None = None
     for record in ordered:
         type_id = record["record_type"]
-        key = json.loads(record["key_json"])["data"]
-        value_doc = json.loads(record["value_json"]) if record["value_json"] else None
+        key = _loads(record["key_json"])["data"]
+        value_doc = _loads(record["value_json"]) if record["value_json"] else None
         value = value_doc["data"] if value_doc else None
         ts = record["timestamp"]
         if type_id == 2:

@@ -87,6 +87,15 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+# Working tables of a job, removed when it ends: the group records each offsets task keeps apart, so that
+# the rebalances stage reads a few percent of the records instead of every commit's JSON again
+GROUP_RECORDS = "_group_records"
+WORKING_SCHEMAS: dict[str, pa.Schema] = {
+    GROUP_RECORDS: pa.schema([SCHEMAS["records"].field(name) for name in (
+        "group", "partition", "offset", "timestamp", "record_type", "key_json", "value_json")]),
+}
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Run a task's decoding without the cyclic garbage collector: decoded rows hold no cycles, and
@@ -108,7 +117,7 @@ def write_part(out: str, table: str, part: int, rows: list[dict] | pa.Table, pre
     """Write one task's rows of `table`, dicts or an Arrow table of its schema (an empty part keeps the
     schema visible to readers). Each job names its parts with its own prefix, so the offsets and
     captures jobs share `problems`."""
-    schema = SCHEMAS[table]
+    schema = SCHEMAS[table] if table in SCHEMAS else WORKING_SCHEMAS[table]
     if isinstance(rows, pa.Table):
         if not rows.schema.equals(schema):
             raise ValueError(f"{table}: a table of schema {rows.schema}, not the table's {schema}")
@@ -253,3 +262,10 @@ def reset(out: str, tables: tuple[str, ...], prefix: str = "part") -> None:
         for entry in fsys.get_file_info(pafs.FileSelector(path)):
             if entry.base_name.startswith(prefix + "-"):
                 fsys.delete_file(entry.path)
+
+
+def remove_table(out: str, table: str) -> None:
+    """Remove a working table's directory (nothing when there is none)."""
+    fsys, path = filesystem(table_dir(out, table))
+    if fsys.get_file_info(path).type != pafs.FileType.NotFound:
+        fsys.delete_dir(path)
