@@ -51,8 +51,9 @@ def assert_capture_matches_proxy(path: Path, proxy: RecordingProxy, upstream_por
         conn = f"127.0.0.1:{recording.peer[1]}->127.0.0.1:{proxy.port}"
         got = [kafka_fields(e) for e in by_conn.pop(conn)]
         expected = recorded_exchanges(recording)
-        assert [(e["correlationId"], e["response"] is None) for e in got] == [
-            (e["correlationId"], e["response"] is None) for e in expected], conn
+        seen = [(e["correlationId"], e["response"] is None) for e in got]
+        recorded = [(e["correlationId"], e["response"] is None) for e in expected]
+        assert seen == recorded, f"{conn}: (correlation id, no response) captured {seen}, recorded {recorded}"
         assert got == expected, conn
         total += len(got)
     assert not by_conn, sorted(by_conn)

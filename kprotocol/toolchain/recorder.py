@@ -10,8 +10,12 @@ Run a broker whose advertised listener is the proxy's port so that clients never
 
 from __future__ import annotations
 
+import fcntl
 import socket
+import struct
+import termios
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -81,9 +85,14 @@ class RecordingProxy:
                 except OSError:
                     pass
 
-    def stop(self) -> None:
+    def stop(self, drain_timeout: float = 5.0) -> None:
+        """Close every connection, once what was passed on left the sockets' send queues (the bytes a
+        recording holds have then crossed the wire, where a capture sees them) or `drain_timeout` passed."""
         self._stopping.set()
         self.listener.close()
+        deadline = time.monotonic() + drain_timeout
+        while any(_unsent(sock) for sock in self._sockets) and time.monotonic() < deadline:
+            time.sleep(0.02)
         for sock in self._sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -92,6 +101,14 @@ class RecordingProxy:
             sock.close()
         for thread in self._threads:
             thread.join(5)
+
+
+def _unsent(sock: socket.socket) -> int:
+    """Bytes still in `sock`'s send queue (0 once closed)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
 
 
 @dataclass
