@@ -15,8 +15,8 @@ import gc
 import hashlib
 import sys
 import types
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from kprotocol.errors import DecodeError
 from kprotocol.fuzz.targets import FAMILIES

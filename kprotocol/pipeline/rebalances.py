@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kprotocol.pipeline.offsets_rows import Rows, member_rows
-from kprotocol.pipeline.tables import GROUP_RECORDS, SCHEMAS, WORKING_SCHEMAS, to_arrow
+from kprotocol.pipeline.tables import GROUP_RECORDS, WORKING_SCHEMAS, to_arrow
 
 Row = dict[str, Any]
 COLUMNS = ("group", "protocol", "epoch", "start_timestamp", "end_timestamp", "duration_ms", "trigger",
@@ -35,13 +35,18 @@ CURRENT = {8: "consumer", 22: "streams"}
 MEMBER = {5: "consumer", 19: "streams"}
 NO_PROBING = (None, 0, -1, 2**63 - 1)
 GROUP_RECORD_TYPES = (2, *METADATA, *TARGET_MEMBER, *CURRENT, *MEMBER)
+
+
 def group_records(records: Rows) -> pa.Table:
     """The rows of a split's records table that `derive` reads (group records without a problem), for the
     working table GROUP_RECORDS."""
-    table = records if isinstance(records, pa.Table) else to_arrow(records, SCHEMAS["records"])
-    wanted = pc.and_(pc.is_in(table["record_type"], pa.array(GROUP_RECORD_TYPES, pa.int32())),
-                     pc.and_(pc.is_null(table["problem"]), pc.is_valid(table["group"])))
-    return table.filter(wanted).select(WORKING_SCHEMAS[GROUP_RECORDS].names)
+    schema = WORKING_SCHEMAS[GROUP_RECORDS]
+    if not isinstance(records, pa.Table):
+        return to_arrow([r for r in records if r["record_type"] in GROUP_RECORD_TYPES and r["problem"] is None
+                         and r["group"] is not None], schema)
+    wanted = pc.and_(pc.is_in(records["record_type"], pa.array(GROUP_RECORD_TYPES, pa.int32())),
+                     pc.and_(pc.is_null(records["problem"]), pc.is_valid(records["group"])))
+    return records.filter(wanted).select(schema.names)
 
 
 def _trigger(before: set[str], after: set[str]) -> str:

@@ -24,8 +24,6 @@ from kprotocol.pipeline.files import filesystem
 STR, I32, I64, F64, BOOL = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 STRS = pa.list_(pa.string())
 WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}  # half snappy's size, and faster to write
-
-
 PLAIN = ("_json", "offset", "timestamp", "position")  # columns of (nearly) unique values: no dictionary
 
 
@@ -38,6 +36,7 @@ def write_options(schema: pa.Schema) -> dict[str, Any]:
     names = schema.names
     return {**WRITE_OPTIONS, "write_statistics": [name for name in names if not name.endswith("_json")],
             "use_dictionary": [name for name in names if not name.endswith(PLAIN)]}
+
 
 SCHEMAS: dict[str, pa.Schema] = {
     # Every record of the coordinator topics, decoded as `kprotocol offsets decode` does.

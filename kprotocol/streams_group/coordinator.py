@@ -350,11 +350,15 @@ class StreamsGroupCoordinator:
         bump |= validated != group.validated_topology_epoch
         configs = cfg.assignment_configs()
         bump |= configs != group.last_assignment_configs
+        # The targets as they stand (a static member rejoining under a new member id inherits its predecessor's).
         # A stable group whose member holds other tasks than its target (the cached target Kafka reconciles
         # towards was relabelled by a refused static join): a new epoch for the same target (Kafka's REFINED).
+        targets = dict(group.targets)
+        if replaced not in (None, updated.member_id):
+            targets[updated.member_id] = targets.pop(replaced, EMPTY)
         refined, refine_only = None, False
         if not bump and group.state == STABLE_STATE:
-            refined = dict(group.targets)
+            refined = targets
             refine_only = bump = refined.get(updated.member_id, EMPTY) != updated.assigned
         epoch = group.epoch
         if bump:
@@ -366,10 +370,7 @@ class StreamsGroupCoordinator:
         else:
             group_initial_delay = group.pending_assignment_at is not None and group.assignment_epoch == 0
 
-        # 4. the target assignment (a static member rejoining under a new member id inherits its predecessor's)
-        targets = dict(group.targets)
-        if replaced not in (None, updated.member_id):
-            targets[updated.member_id] = targets.pop(replaced, EMPTY)
+        # 4. the target assignment
         if epoch > group.assignment_epoch:
             if group_initial_delay and group.pending_assignment_at is not None and now < group.pending_assignment_at:
                 target_epoch, targets = max(1, group.assignment_epoch), {}

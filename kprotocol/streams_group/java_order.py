@@ -123,15 +123,11 @@ class TimelineOrder:
     last first; the table doubles when more than 3/4 full (counting the key being added), never shrinks.
     Every put checks the size first, a put that replaces an existing key too."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "size")
 
     def __init__(self) -> None:
         self.slots: list[list[str | int]] = [[], []]
-
-    def copy(self) -> TimelineOrder:
-        other = TimelineOrder()
-        other.slots = [list(s) for s in self.slots]
-        return other
+        self.size = 0
 
     def _slot(self, key: str | int) -> int:
         shift = 65 - len(self.slots).bit_length()
@@ -140,8 +136,7 @@ class TimelineOrder:
 
     def add(self, key: str | int) -> None:
         """A put of `key` (new or not)."""
-        size = sum(len(s) for s in self.slots)
-        if (size + 1) * 0.75 > len(self.slots):
+        if (self.size + 1) * 0.75 > len(self.slots):
             old, self.slots = self.slots, [[] for _ in range(2 * len(self.slots))]
             for keys in old:
                 for k in keys:
@@ -149,14 +144,16 @@ class TimelineOrder:
         keys = self.slots[self._slot(key)]
         if key not in keys:
             keys.append(key)
+            self.size += 1
 
     def remove(self, key: str | int) -> None:
         keys = self.slots[self._slot(key)]
         if key in keys:
             keys.remove(key)
+            self.size -= 1
 
     def __bool__(self) -> bool:
-        return any(self.slots)
+        return self.size > 0
 
     def __iter__(self) -> Iterator[str | int]:
         return (k for keys in self.slots for k in reversed(keys))
