@@ -8,15 +8,15 @@ tagged with the caller's token: `handle` and `poll` both return `(token, respons
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import Collection, Container, Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 from kprotocol.streams_group.records import CoordinatorRecord
+from kprotocol.timeline import TDict, TimelineObject
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = 25, 22, 27
@@ -72,28 +72,42 @@ def supports_protocols(group_empty: bool, group_type: str | None, members: Itera
     return any(all(name in s for s in supported) for name in names)
 
 
-def admit(header: Message, req: Message, members: Container[str], pending: set[str],
-          config: ClassicConfig = DEFAULT_CONFIG) -> tuple[str, Message | None]:
+def admit(header: Message, req: Message, members: Collection[str], pending: MutableMapping[str, int],
+          config: ClassicConfig = DEFAULT_CONFIG, now: int = 0) -> tuple[str, Message | None]:
     """The member id a JoinGroup joins with, or the JoinGroup answer refusing it: a session time-out
     outside the broker's bounds is INVALID_SESSION_TIMEOUT; from v4 a new member first gets its id
-    (MEMBER_ID_REQUIRED) and rejoins with it; an id nobody gave out is unknown."""
+    (MEMBER_ID_REQUIRED) and rejoins with it; an id nobody gave out is unknown.
+
+    `pending` holds the ids handed out and not yet joined with, each until its session time-out (as
+    Kafka expires them, `expire_pending`). Unlike Kafka, they count against `group.max.size`: a new
+    member is refused GROUP_MAX_SIZE_REACHED at once when members and pending ids fill the group,
+    rather than handed an id that its rejoin could not use (bounding what unauthenticated JoinGroups
+    can make the gateway hold)."""
     _, cls = api_classes(JOIN_GROUP)
     member_id = req.member_id
     if not config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms:
         return member_id, cls(error_code=INVALID_SESSION_TIMEOUT, member_id=member_id, generation_id=-1)
     if member_id == "":
+        if header.request_api_version >= 4 and len(members) + len(pending) >= config.max_size:
+            return member_id, cls(error_code=GROUP_MAX_SIZE_REACHED, member_id="", generation_id=-1)
         member_id = f"{header.client_id or 'member'}-{uuid.uuid4()}"
         if header.request_api_version >= 4:
-            pending.add(member_id)
+            pending[member_id] = now + req.session_timeout_ms
             return member_id, cls(error_code=MEMBER_ID_REQUIRED, member_id=member_id, generation_id=-1)
     elif member_id not in members and member_id not in pending:
         return member_id, cls(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, generation_id=-1)
-    pending.discard(member_id)
+    pending.pop(member_id, None)
     return member_id, None
 
 
+def expire_pending(pending: MutableMapping[str, int], now: int) -> None:
+    """Forget the pending member ids whose session time-out passed."""
+    for member_id in [m for m, deadline in pending.items() if deadline <= now]:
+        del pending[member_id]
+
+
 @dataclass
-class ClassicMember:
+class ClassicMember(TimelineObject):
     member_id: str
     instance_id: str | None
     client_id: str
@@ -117,7 +131,7 @@ class ClassicMember:
 
 
 @dataclass
-class ClassicGroup:
+class ClassicGroup(TimelineObject):
     group_id: str
     initial_delay_ms: int = 3_000
     generation: int = 0
@@ -125,17 +139,11 @@ class ClassicGroup:
     protocol_name: str | None = None
     leader: str | None = None
     state: str = EMPTY
-    members: dict[str, ClassicMember] = field(default_factory=dict)
-    pending_ids: set[str] = field(default_factory=set)
+    members: dict[str, ClassicMember] = field(default_factory=TDict)
+    pending_ids: dict[str, int] = field(default_factory=TDict)  # member id handed out -> when it expires
     rebalance_deadline: int | None = None
     in_initial_delay: bool = False  # a new group waits for more members before its first generation
     config: ClassicConfig = DEFAULT_CONFIG
-
-    def copy(self) -> ClassicGroup:
-        """An independent copy (what the gateway rolls a group back to): members copied, values shared."""
-        return dataclasses.replace(self, members={k: dataclasses.replace(m, protocols=list(m.protocols))
-                                                  for k, m in self.members.items()},
-                                   pending_ids=set(self.pending_ids))
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -153,7 +161,7 @@ class ClassicGroup:
                                 generation_id=-1))], []
         if req.member_id not in self.members and len(self.members) >= self.config.max_size:
             return [(token, cls(error_code=GROUP_MAX_SIZE_REACHED, member_id="", generation_id=-1))], []
-        member_id, refusal = admit(header, req, self.members, self.pending_ids, self.config)
+        member_id, refusal = admit(header, req, self.members, self.pending_ids, self.config, now)
         if refusal is not None:
             return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
@@ -227,6 +235,7 @@ class ClassicGroup:
     def poll(self, now: int) -> tuple[list[Answer], list[CoordinatorRecord]]:
         answers: list[Answer] = []
         records: list[CoordinatorRecord] = []
+        expire_pending(self.pending_ids, now)
         expired = [m for m in self.members.values() if m.session_deadline <= now and m.join_token is None]
         for m in expired:
             del self.members[m.member_id]
@@ -244,6 +253,7 @@ class ClassicGroup:
         deadlines = [m.session_deadline for m in self.members.values() if m.join_token is None]
         if self.state == PREPARING and self.rebalance_deadline is not None:
             deadlines.append(self.rebalance_deadline)
+        deadlines += self.pending_ids.values()
         return min(deadlines, default=None)
 
     # --- transitions ----------------------------------------------------------------------------

@@ -12,15 +12,16 @@ Sans-IO like the streams-group coordinator: `(token, response)` answers and reco
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from compat.classic import (COMPLETING, HEARTBEAT, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, JOIN_GROUP, LEAVE_GROUP,
                             REBALANCE_IN_PROGRESS, SYNC_GROUP, UNKNOWN_MEMBER_ID, ClassicConfig, ClassicGroup,
-                            ClassicMember, GroupMetadataKey, admit)
-from compat.translate import (ClassicSubscription, assigned_tasks, assignment_info, classic_assignment,
-                              decode_subscription, owned_active_tasks)
+                            ClassicMember, GroupMetadataKey, admit, expire_pending)
+from compat.group_state import Change, GroupField, GroupState
+from compat.translate import (ClassicSubscription, Hosts, assigned_tasks, assignment_info, classic_assignment,
+                              decode_subscription, host_partitions, owned_active_tasks)
 from kprotocol.streams import AssignmentInfo
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
@@ -34,6 +35,7 @@ from kprotocol.streams_group.errors import FENCED_INSTANCE_ID, CoordinatorError
 from kprotocol.streams_group.records import CoordinatorRecord
 from kprotocol.streams_group.tasks import TaskSets
 from kprotocol.streams_group.topology import from_request, to_request
+from kprotocol.timeline import TDict, TimelineObject, TSet, recording, stamp
 
 Token = Hashable
 Answer = tuple[Token, Message]
@@ -44,7 +46,7 @@ PROBING_INTERVAL_MS = 10_000  # a classic member holding warm-ups rejoins this o
 
 
 @dataclass
-class ClassicInfo:
+class ClassicInfo(TimelineObject):
     """What the coordinator keeps of a classic member of a streams group (soft state: a member
     unknown after a restart is asked to rejoin and tells it again)."""
 
@@ -62,12 +64,49 @@ class MigrationCoordinator:
     def __init__(self, config: GroupConfig = GroupConfig(), topics: Mapping[str, int] | None = None, *,
                  group_configs: Mapping[str, GroupConfig] | None = None, classic_initial_delay_ms: int = 3_000,
                  classic_config: ClassicConfig = ClassicConfig()) -> None:
+        self._states: dict[str, GroupState] = {}  # each group's state, in one object
         self.streams = StreamsGroupCoordinator(config, topics, group_configs)
-        self.classic: dict[str, ClassicGroup] = {}
-        self.classic_info: dict[str, dict[str, ClassicInfo]] = {}
+        self.streams.groups = GroupField(self._states, "streams")
+        self.streams.classic_members = GroupField(self._states, "classic_members")
+        self.classic: MutableMapping[str, ClassicGroup] = GroupField(self._states, "classic")
+        self.classic_info: MutableMapping[str, dict[str, ClassicInfo]] = GroupField(self._states, "classic_info")
         self.classic_initial_delay_ms = classic_initial_delay_ms
         self.classic_config = classic_config  # the broker's admission bounds for classic members
-        self._pending_ids: set[str] = set()
+        # built once per version of what they are built of, shared by the group's classic members
+        self._hosts: dict[str, tuple[tuple, Hosts]] = {}  # group -> (key, partitions by host)
+        self._versions: dict[str, tuple[int, int]] = {}  # group -> (info stamp, commonly supported version)
+        self._told: dict[str, dict[str, tuple]] = {}  # group -> member -> (key, AssignmentInfo)
+
+    # --- groups and their changes ---------------------------------------------------------------
+
+    def group_ids(self) -> list[str]:
+        """Every group the coordinator holds anything of."""
+        return sorted(g for g, state in self._states.items() if not state.is_empty())
+
+    def begin(self, group_id: str) -> Change:
+        """Start recording the changes to `group_id` (requests and timers): `rollback()` reverts them all,
+        `commit()` keeps them. O(1); the changes of other groups are not part of it."""
+        state = self._states.get(group_id)
+        if state is None:
+            state = self._states[group_id] = GroupState(group_id)
+        return Change(self._states, state)
+
+    def pending_ids(self, group_id: str) -> list[str]:
+        """The member ids handed out to classic members of a streams group and not yet joined with."""
+        state = self._states.get(group_id)
+        return list(state.pending) if state is not None else []
+
+    def forget(self, group_id: str) -> list[CoordinatorRecord]:
+        """Drop an empty group (DeleteGroups): the tombstones that say so. Part of the group's open change."""
+        with self._recording(group_id):
+            records = []
+            if self.classic.pop(group_id, None) is not None:
+                records.append(CoordinatorRecord(GroupMetadataKey(group=group_id), None))
+            return records + self._drop_streams_group(group_id)
+
+    def _recording(self, group_id: str) -> Any:
+        state = self._states.get(group_id)
+        return recording(state.journal if state is not None and state.depth else None)
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -94,10 +133,17 @@ class MigrationCoordinator:
 
     def handle(self, token: Token, header: Message, request: Message, now: int, *,
                client_host: str = "") -> tuple[list[Answer], list[CoordinatorRecord]]:
-        """Answer one request now or later: every answer comes back as (token, response)."""
+        """Answer one request now or later: every answer comes back as (token, response). Its changes are
+        part of the group's open change (`begin`), if any."""
         api_key = header.request_api_key
         if api_key == STREAMS_GROUP_DESCRIBE:
             return [(token, self.streams.handle(header, request, now)[0])], []
+        with self._recording(request.group_id):
+            return self._handle(token, header, request, now, client_host)
+
+    def _handle(self, token: Token, header: Message, request: Message, now: int,
+                client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        api_key = header.request_api_key
         group_id = request.group_id
         streams_group = self.streams.group(group_id)
         if api_key == STREAMS_GROUP_HEARTBEAT:
@@ -124,21 +170,51 @@ class MigrationCoordinator:
             return [(token, self._heartbeat_streams(request, now))], []
         response, records = self.streams.handle(header, request, now)
         for identity in (request.members if header.request_api_version >= 3 else []):
-            self.classic_info.get(group_id, {}).pop(identity.member_id, None)
+            if self.classic_info.get(group_id, {}).pop(identity.member_id, None) is not None:
+                self._states[group_id].info_stamp = stamp()
         return [(token, response)], records + self._maybe_to_classic(group_id, now)
 
     def poll(self, now: int) -> tuple[list[Answer], list[CoordinatorRecord], int | None]:
+        """Every group's timers: (answers, records, the next deadline of any group)."""
         answers: list[Answer] = []
-        records, _ = self.streams.poll(now)
-        for group_id in list(self.streams.groups):
-            records += self._maybe_to_classic(group_id, now)
-        for group in list(self.classic.values()):
-            more_answers, more_records = group.poll(now)
+        records: list[CoordinatorRecord] = []
+        deadlines = []
+        for group_id in self.group_ids():
+            more_answers, more_records, deadline = self.poll_group(group_id, now)
             answers += more_answers
             records += more_records
-        deadlines = [d for d in [self.streams.next_deadline(), *(g.next_deadline() for g in self.classic.values())]
-                     if d is not None]
+            if deadline is not None:
+                deadlines.append(deadline)
         return answers, records, min(deadlines, default=None)
+
+    def poll_group(self, group_id: str, now: int) -> tuple[list[Answer], list[CoordinatorRecord], int | None]:
+        """One group's timers (sessions, rebalances, delayed assignments, pending member ids): (answers,
+        records, the group's next deadline). Its changes are part of the group's open change, if any."""
+        state = self._states.get(group_id)
+        if state is None:
+            return [], [], None
+        answers: list[Answer] = []
+        with self._recording(group_id):
+            expire_pending(state.pending, now)
+            records = self.streams.poll_group(group_id, now)
+            if state.streams is not None:
+                records += self._maybe_to_classic(group_id, now)
+            if state.classic is not None:
+                answers, more = state.classic.poll(now)
+                records += more
+        return answers, records, self.next_deadline(group_id)
+
+    def next_deadline(self, group_id: str) -> int | None:
+        """When the group's timers are next due (None: it has none)."""
+        state = self._states.get(group_id)
+        if state is None:
+            return None
+        deadlines = [*state.pending.values()]
+        if state.streams is not None:
+            deadlines.append(self.streams.group_deadline(state.streams))
+        if state.classic is not None:
+            deadlines.append(state.classic.next_deadline())
+        return min((d for d in deadlines if d is not None), default=None)
 
     def classic_standby_replicas(self, group_id: str) -> int:
         """The most standby copies of one task the classic members of a streams group hold (what the classic
@@ -242,7 +318,7 @@ class MigrationCoordinator:
         epoch = max(classic.generation, 1)
         topology = rec.topology(group_id, from_request(request.topology))
         records = [CoordinatorRecord(GroupMetadataKey(group=group_id), None), topology]
-        infos = self.classic_info.setdefault(group_id, {})
+        infos = self.classic_info.setdefault(group_id, TDict())
         for m in classic.members.values():
             try:  # a member whose metadata does not read is left behind, as one without the protocol
                 subscription = decode_subscription(dict(m.protocols)[STREAMS_PROTOCOL])
@@ -250,6 +326,7 @@ class MigrationCoordinator:
                 continue
             infos[m.member_id] = ClassicInfo(subscription, m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms,
                                              m.client_id)
+            self._states[group_id].info_stamp = stamp()
             tasks = assigned_tasks(m.assignment)
             member = Member(m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
                             rebalance_timeout_ms=m.rebalance_timeout_ms, topology_epoch=request.topology.epoch,
@@ -265,7 +342,7 @@ class MigrationCoordinator:
         session = self.streams.config_for(group_id).session_timeout_ms
         for member_id, info in infos.items():
             group.session_deadlines[member_id] = now + info.session_timeout_ms if info else now + session
-        self.streams.classic_members[group_id] = set(infos)
+        self.streams.classic_members[group_id] = TSet(infos)
         return records
 
     def _maybe_to_classic(self, group_id: str, now: int) -> list[CoordinatorRecord]:
@@ -292,6 +369,8 @@ class MigrationCoordinator:
         return records
 
     def _drop_streams_group(self, group_id: str) -> list[CoordinatorRecord]:
+        for cache in (self._hosts, self._versions, self._told):
+            cache.pop(group_id, None)
         group = self.streams.groups.pop(group_id, None)
         self.classic_info.pop(group_id, None)
         self.streams.classic_members.pop(group_id, None)
@@ -305,7 +384,8 @@ class MigrationCoordinator:
                       client_host: str) -> tuple[list[Answer], list[CoordinatorRecord]]:
         _, cls = api_classes(JOIN_GROUP)
         group = self.streams.group(req.group_id)
-        member_id, refusal = admit(header, req, group.members, self._pending_ids, self.classic_config)
+        member_id, refusal = admit(header, req, group.members, self._states[req.group_id].pending, self.classic_config,
+                                   now)
         if refusal is not None:
             return [(token, refusal)], []
         protocols = [(p.name, p.metadata) for p in req.protocols]
@@ -315,8 +395,9 @@ class MigrationCoordinator:
             return [(token, cls(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id, generation_id=-1))], []
         info = ClassicInfo(subscription, protocols, req.session_timeout_ms, req.rebalance_timeout_ms,
                            header.client_id or "")
-        self.classic_info.setdefault(req.group_id, {})[member_id] = info
-        self.streams.classic_members.setdefault(req.group_id, set()).add(member_id)
+        self.classic_info.setdefault(req.group_id, TDict())[member_id] = info
+        self._states[req.group_id].info_stamp = stamp()
+        self.streams.classic_members.setdefault(req.group_id, TSet()).add(member_id)
         existing = group.members.get(member_id)
         owned = TaskSets(owned_active_tasks(subscription.subscription, group.topology),
                          *(existing.assigned[1:] if existing else ({}, {})))
@@ -356,10 +437,42 @@ class MigrationCoordinator:
         return group, member, info
 
     def _assignment_info(self, group: Any, member: Member, info: ClassicInfo, next_rebalance_ms: int) -> AssignmentInfo:
-        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
-        versions = [i.subscription.info.latest_supported_version for i in self.classic_info[group.group_id].values()]
-        return assignment_info(member, info.subscription, group.topology, counts, group.members.values(),
-                               min(versions), next_rebalance_ms)
+        """What a SyncGroup tells `member` now: built once per change of the member, of the other members'
+        endpoints and tasks, of the classic members' versions (a steady Heartbeat compares it in O(1))."""
+        group_id = group.group_id
+        hosts, version = self._host_partitions(group), self._commonly_supported_version(group_id)
+        key = (member, info.subscription, hosts, version, next_rebalance_ms)
+        told = self._told.setdefault(group_id, {})
+        cached = told.get(member.member_id)
+        if cached is not None and all(a is b for a, b in zip(cached[0][:3], key[:3])) and cached[0][3:] == key[3:]:
+            return cached[1]
+        result = assignment_info(member, info.subscription, group.topology, self._counts(group), hosts, version,
+                                 next_rebalance_ms)
+        told[member.member_id] = (key, result)
+        if len(told) > 2 * len(group.members) + 16:  # members gone: forget theirs
+            self._told[group_id] = {m: v for m, v in told.items() if m in group.members}
+        return result
+
+    def _counts(self, group: Any) -> dict[str, int]:
+        return {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
+
+    def _host_partitions(self, group: Any) -> Hosts:
+        key = (group.members_stamp, group.topology, group.configured, self.streams.topics_version)
+        cached = self._hosts.get(group.group_id)
+        if cached is not None and cached[0][0] == key[0] and cached[0][1] is key[1] and cached[0][2] is key[2] \
+                and cached[0][3] == key[3]:
+            return cached[1]
+        hosts = host_partitions(group.members.values(), group.topology, self._counts(group))
+        self._hosts[group.group_id] = (key, hosts)
+        return hosts
+
+    def _commonly_supported_version(self, group_id: str) -> int:
+        state = self._states[group_id]
+        cached = self._versions.get(group_id)
+        if cached is None or cached[0] != state.info_stamp:
+            versions = [i.subscription.info.latest_supported_version for i in state.classic_info.values()]
+            cached = self._versions[group_id] = (state.info_stamp, min(versions))
+        return cached[1]
 
     def _sync_streams(self, req: Message, now: int) -> Message:
         _, cls = api_classes(SYNC_GROUP)
@@ -370,8 +483,7 @@ class MigrationCoordinator:
         probe = now + PROBING_INTERVAL_MS if member.assigned.warmup else NO_NEXT_REBALANCE
         told = self._assignment_info(group, member, info, probe)
         info.delivered = told
-        counts = {**(group.configured.partitions if group.configured else {}), **self.streams.topics}
-        assignment = classic_assignment(told, info.subscription, group.topology, counts)
+        assignment = classic_assignment(told, info.subscription, group.topology, self._counts(group))
         return cls(protocol_type="consumer", protocol_name=STREAMS_PROTOCOL, assignment=assignment)
 
     def _heartbeat_streams(self, req: Message, now: int) -> Message:
@@ -410,7 +522,7 @@ class MigrationCoordinator:
         if info.delivered is None:
             return None  # its SyncGroup is still to come and will tell it the current state
         now_told = self._assignment_info(group, member, info, info.delivered.next_rebalance_ms)
-        if now_told != info.delivered:
+        if now_told is not info.delivered and now_told != info.delivered:
             return "its assignment or the other hosts' partitions changed"
         return None
 

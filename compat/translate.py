@@ -99,16 +99,12 @@ def task_partitions(tasks: Tasks, topology: Any, partition_counts: Mapping[str, 
     return sorted(out, key=lambda x: (x[0], x[1]))
 
 
-def assignment_info(member: Member, subscription: ClassicSubscription, topology: Any,
-                    partition_counts: Mapping[str, int], endpoints: Iterable[Member],
-                    commonly_supported_version: int, next_rebalance_ms: int = NO_NEXT_REBALANCE) -> AssignmentInfo:
-    """What a classic member is told in its AssignmentInfo: its current tasks (warm-ups as standbys,
-    the classic protocol has none) and the partitions of every endpoint."""
-    active = task_partitions(member.assigned.active, topology, partition_counts)
-    standby_tasks = tasks_of([*member.assigned.standby.items(), *member.assigned.warmup.items()])
-    standby: dict[TaskId, list[TopicPartition]] = {}
-    for topic, p, task in task_partitions(standby_tasks, topology, partition_counts):
-        standby.setdefault(task, []).append(TopicPartition(topic, p))
+Hosts = tuple[tuple[Any, ...], tuple[Any, ...]]  # (partitions by host, standby partitions by host)
+
+
+def host_partitions(endpoints: Iterable[Member], topology: Any, partition_counts: Mapping[str, int]) -> Hosts:
+    """The partitions of every endpoint, active and standby (warm-ups included), as an AssignmentInfo lists
+    them: the same for every classic member of the group (built once per change of the members)."""
     by_host, standby_by_host = [], []
     for other in endpoints:
         if other.user_endpoint is None:
@@ -119,12 +115,29 @@ def assignment_info(member: Member, subscription: ClassicSubscription, topology:
         others = tasks_of([*other.assigned.standby.items(), *other.assigned.warmup.items()])
         standby_by_host.append((host, tuple(TopicPartition(t, p) for t, p, _ in
                                             task_partitions(others, topology, partition_counts))))
+    return tuple(by_host), tuple(standby_by_host)
+
+
+def assignment_info(member: Member, subscription: ClassicSubscription, topology: Any,
+                    partition_counts: Mapping[str, int], endpoints: Iterable[Member] | Hosts,
+                    commonly_supported_version: int, next_rebalance_ms: int = NO_NEXT_REBALANCE) -> AssignmentInfo:
+    """What a classic member is told in its AssignmentInfo: its current tasks (warm-ups as standbys,
+    the classic protocol has none) and the partitions of every endpoint (`endpoints`: the members, or
+    their `host_partitions`)."""
+    active = task_partitions(member.assigned.active, topology, partition_counts)
+    standby_tasks = tasks_of([*member.assigned.standby.items(), *member.assigned.warmup.items()])
+    standby: dict[TaskId, list[TopicPartition]] = {}
+    for topic, p, task in task_partitions(standby_tasks, topology, partition_counts):
+        standby.setdefault(task, []).append(TopicPartition(topic, p))
+    if not isinstance(endpoints, tuple):
+        endpoints = host_partitions(endpoints, topology, partition_counts)
+    by_host, standby_by_host = endpoints
     version = subscription.info.version
     return AssignmentInfo(
         version=version, commonly_supported_version=min(commonly_supported_version, version),
         active_tasks=tuple(task for _, _, task in active),
         standby_tasks=tuple((task, tuple(tps)) for task, tps in sorted(standby.items())),
-        partitions_by_host=tuple(by_host), standby_partitions_by_host=tuple(standby_by_host),
+        partitions_by_host=by_host, standby_partitions_by_host=standby_by_host,
         next_rebalance_ms=next_rebalance_ms)
 
 

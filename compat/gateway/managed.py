@@ -29,7 +29,8 @@ from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
 from compat.gateway.state import StateLog, StateTopic
-from compat.gateway.supervisor import Snapshot, Throttle, alone, group_ids
+from compat.gateway.supervisor import Throttle
+from compat.group_state import Change
 from compat.gateway.upstream import Upstream
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
@@ -81,7 +82,7 @@ class ManagedGroups:
         if self.state is not None:
             records = await _maybe_await(self.state.load())
             self.coordinator.replay(records, now_ms())
-            resumed = group_ids(self.coordinator)
+            resumed = self.coordinator.group_ids()
             log.info("resumed %d groups from %d records in %s%s", len(resumed), len(records), self.state.path,
                      f": {', '.join(resumed)}" if resumed else "")
         self._ticker = asyncio.create_task(self._tick())
@@ -131,7 +132,7 @@ class ManagedGroups:
         if api_key == apis.OFFSET_DELETE:
             return await self._offset_delete(header, request)
         if api_key in (apis.CONSUMER_GROUP_DESCRIBE, apis.SHARE_GROUP_DESCRIBE):
-            return apis.describe_other_kind(api_key, version, request, set(group_ids(self.coordinator)))
+            return apis.describe_other_kind(api_key, version, request, set(self.coordinator.group_ids()))
         if api_key == apis.DESCRIBE_SHARE_GROUP_OFFSETS:
             return apis.describe_share_offsets(version, request)
         if api_key == apis.STREAMS_GROUP_TOPOLOGY_UPDATE:
@@ -172,18 +173,18 @@ class ManagedGroups:
             async with self._lock:
                 if header.request_api_key in (11, 88):
                     await self._refresh_topics()
-                snapshot = Snapshot(self.coordinator, group_id)
+                change = self.coordinator.begin(group_id)
                 was_classic = group_id in self.coordinator.classic
                 try:
                     answers, records = self.coordinator.handle(token, header, request, now_ms(),
                                                                client_host=client_host)
                 except Exception:
-                    snapshot.restore()
+                    change.rollback()
                     raise
                 if was_classic and self.coordinator.streams.group(group_id) is not None:
                     self._log_conversion(group_id)
                 self._due[group_id] = 0
-                if not await self._persist(group_id, records, snapshot):
+                if not await self._persist(group_id, records, change):
                     return apis.error_answer(header.request_api_key, header.request_api_version, request,
                                              apis.COORDINATOR_NOT_AVAILABLE)
                 self._deliver(answers)
@@ -214,21 +215,25 @@ class ManagedGroups:
                         "streams.num.standby.replicas is %d: give --group-config streams.num.standby.replicas=%d "
                         "to keep them", group_id, ran, configured, ran)
 
-    async def _persist(self, group_id: str, records: list[CoordinatorRecord], snapshot: Snapshot | None) -> bool:
-        """Write `records` before anyone hears of them; if the write fails, roll the group back."""
+    async def _persist(self, group_id: str, records: list[CoordinatorRecord], change: Change) -> bool:
+        """Write `records` before anyone hears of them; if the write fails, roll the group back (the change is
+        closed either way)."""
         if self.state is None or not records:
+            change.commit()
             return True
         try:
             await _maybe_await(self.state.append(records))
-        except PERSISTENCE_ERRORS as exc:
-            if snapshot is not None:
-                snapshot.restore()
+        except BaseException as exc:
+            change.rollback()
+            if not isinstance(exc, PERSISTENCE_ERRORS):
+                raise
             if self._failing_since is None:
                 self._failing_since = time.monotonic()
                 log.error("state writes to %s failing (%s: %s): group %s answers COORDINATOR_NOT_AVAILABLE to "
                           "every change until a write succeeds", self.state.path, type(exc).__name__, exc, group_id)
             self._failing_groups.add(group_id)
             return False
+        change.commit()
         if self._failing_since is not None:
             log.warning("state writes to %s succeed again after %.1f s: groups %s resume", self.state.path,
                         time.monotonic() - self._failing_since, ", ".join(sorted(self._failing_groups)))
@@ -247,7 +252,7 @@ class ManagedGroups:
             await asyncio.sleep(TICK_S)
             try:
                 async with self._lock:
-                    for group_id in group_ids(self.coordinator):
+                    for group_id in self.coordinator.group_ids():
                         await self._poll(group_id, now_ms())
             except asyncio.CancelledError:
                 raise
@@ -259,17 +264,15 @@ class ManagedGroups:
         (it changes nothing otherwise). After a failure, retried once a second."""
         if self._retry_at.get(group_id, 0) > now:
             return
-        snapshot = Snapshot(self.coordinator, group_id) if self._due.get(group_id, 0) <= now else None
+        change = self.coordinator.begin(group_id)
         try:
-            with alone(self.coordinator, group_id):
-                answers, records, due = self.coordinator.poll(now)
+            answers, records, due = self.coordinator.poll_group(group_id, now)
         except Exception as exc:
-            if snapshot is not None:
-                snapshot.restore()
+            change.rollback()
             self._due[group_id], self._retry_at[group_id] = 0, now + 1000
             self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
             return
-        if not await self._persist(group_id, records, snapshot):
+        if not await self._persist(group_id, records, change):
             self._due[group_id], self._retry_at[group_id] = 0, now + 1000
             return
         self._retry_at.pop(group_id, None)
@@ -359,9 +362,9 @@ class ManagedGroups:
                 if self._active(group_id):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id, error_code=apis.NON_EMPTY_GROUP)
                     continue
-                snapshot = Snapshot(self.coordinator, group_id)
-                records = self._forget(group_id)
-                if not await self._persist(group_id, records, snapshot):
+                change = self.coordinator.begin(group_id)
+                records = self.coordinator.forget(group_id)
+                if not await self._persist(group_id, records, change):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id,
                                                                  error_code=apis.COORDINATOR_NOT_AVAILABLE)
                     continue
@@ -371,18 +374,6 @@ class ManagedGroups:
             answer = await upstream.send(request.replace(groups_names=[group_id]), header.request_api_version)
             results[group_id] = answer.results[0]
         return cls(results=[results[g] for g in dict.fromkeys(request.groups_names)])
-
-    def _forget(self, group_id: str) -> list[CoordinatorRecord]:
-        """Drop an empty group from the coordinator: the tombstones that say so."""
-        records = []
-        if self.coordinator.classic.pop(group_id, None) is not None:
-            records.append(CoordinatorRecord(GroupMetadataKey(group=group_id), None))
-        group = self.coordinator.streams.groups.pop(group_id, None)
-        self.coordinator.classic_info.pop(group_id, None)
-        self.coordinator.streams.classic_members.pop(group_id, None)
-        if group is not None and group.exists:
-            records += rec.delete_group(group_id, list(group.members))
-        return records
 
     async def _offset_delete(self, header: Message, request: Message) -> Message:
         """Partitions of the topics an active group reads: GROUP_SUBSCRIBED_TO_TOPIC; the rest (and every

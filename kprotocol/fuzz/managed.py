@@ -133,7 +133,7 @@ class _Run:
         streams = self.coordinator.streams.group(GROUP)
         members += list(streams.members) if streams else []
         generation = [group.generation] if group else []
-        return {"str": [*STRINGS, *members, *self.coordinator._pending_ids], "int": [*INTS, *generation]}
+        return {"str": [*STRINGS, *members, *self.coordinator.pending_ids(GROUP)], "int": [*INTS, *generation]}
 
 
 def _mutate(value: Any, fdp: Any, known: dict[str, list[Any]], depth: int = 0) -> Any:

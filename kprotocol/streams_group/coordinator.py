@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kprotocol.assignor import ScenarioError, TaskAssignmentError
+from kprotocol import timeline
 from kprotocol.registry import api_classes
 from kprotocol.runtime.struct import Message
 from kprotocol.streams_group import records as rec
@@ -36,6 +37,7 @@ from kprotocol.streams_group.tasks import EMPTY, TaskSets, contains
 from kprotocol.streams_group.topology import (ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Configured,
                                               InternalTopic, configure, describe, from_request, required_topics,
                                               same_topology, stateful_subtopologies, validate_names)
+from kprotocol.timeline import TSet
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
 OFFSET_COMMIT, OFFSET_FETCH, LEAVE_GROUP, TXN_OFFSET_COMMIT = 8, 9, 13, 28
@@ -100,6 +102,7 @@ class StreamsGroupCoordinator:
         self.internal_topics_to_create: dict[str, InternalTopic] = {}
         self.classic_members: dict[str, set[str]] = {}  # group -> members speaking the classic protocol (compat)
         self._pending_txn: dict[int, list[CoordinatorRecord]] = {}
+        self.writes = 0  # how many writes this coordinator made (`mark_written`)
         self._past_validation = False  # the heartbeat being handled got past the validation of its owned tasks
 
     # --- inputs other than requests ------------------------------------------------------------
@@ -175,18 +178,24 @@ class StreamsGroupCoordinator:
             return self._leave_group(request, version, now_ms)
         raise ValueError(f"the streams-group coordinator does not handle api key {api_key}")
 
-    def mark_written(self) -> None:
-        """A write on this coordinator's `__consumer_offsets` partition: Kafka snapshots the state of every group
-        there, topologies configured in place included, and StreamsGroupDescribe shows the last snapshot."""
-        for group in self.groups.values():
-            group.described_configured = group.configured
+    def mark_written(self, group: StreamsGroup | None = None) -> None:
+        """A write on this coordinator's `__consumer_offsets` partition (by `group` or any other): Kafka snapshots
+        the state of every group there, topologies configured in place included, and StreamsGroupDescribe shows
+        the last snapshot. O(1): each group compares when it configured its topology with the writes since."""
+        self.writes += 1
 
     def poll(self, now_ms: int) -> tuple[list[CoordinatorRecord], int | None]:
         """Expire sessions and rebalance time-outs, run delayed assignments; (records, next deadline)."""
         out: list[CoordinatorRecord] = []
-        for group in list(self.groups.values()):
-            if not group.exists:
-                continue
+        for group_id in list(self.groups):
+            out += self.poll_group(group_id, now_ms)
+        return out, self.next_deadline()
+
+    def poll_group(self, group_id: str, now_ms: int) -> list[CoordinatorRecord]:
+        """One group's timers: the records of what expired."""
+        group = self.groups.get(group_id)
+        out: list[CoordinatorRecord] = []
+        if group is not None and group.exists:
             expired = sorted((d, m) for m, d in group.session_deadlines.items() if d <= now_ms)
             for _, member_id in expired:
                 group.session_deadlines.pop(member_id, None)
@@ -205,14 +214,20 @@ class StreamsGroupCoordinator:
                     self._assign(group, group.epoch, None, group.configured, records, now_ms)
                     out += self._apply(group, records)
         if out:
-            self.mark_written()
-        return out, self.next_deadline()
+            self.mark_written(group)
+        return out
 
     def next_deadline(self) -> int | None:
-        deadlines = [d for g in self.groups.values() for d in g.session_deadlines.values()]
-        deadlines += [d for g in self.groups.values() for d, _ in g.rebalance_deadlines.values()]
-        deadlines += [g.pending_assignment_at for g in self.groups.values() if g.pending_assignment_at is not None]
-        return min(deadlines) if deadlines else None
+        """The earliest deadline of any group."""
+        return min((d for g in self.groups.values() if (d := self.group_deadline(g)) is not None), default=None)
+
+    @staticmethod
+    def group_deadline(group: StreamsGroup) -> int | None:
+        """The earliest of one group's deadlines."""
+        deadlines = [d for d in (min(group.session_deadlines.values(), default=None),
+                                 min((d for d, _ in group.rebalance_deadlines.values()), default=None),
+                                 group.pending_assignment_at) if d is not None]
+        return min(deadlines, default=None)
 
     def complete_transaction(self, producer_id: int, committed: bool) -> list[CoordinatorRecord]:
         """A transaction's marker: its offset commits apply (commit) or vanish (abort)."""
@@ -227,21 +242,25 @@ class StreamsGroupCoordinator:
                    client_host: str) -> tuple[Message, list[CoordinatorRecord]]:
         _, response_cls = api_classes(STREAMS_GROUP_HEARTBEAT)
         group = self.groups.get(req.group_id)
-        saved = _soft_state(group) if group is not None else None
+        topics_version = group.topics_version if group is not None else None
         self._past_validation = False
-        try:
-            _validate_heartbeat(req)
-            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(req, response_cls, now)
-            return self._member_heartbeat(header, req, response_cls, version, now, client_host)
-        except CoordinatorError as exc:  # as in Kafka, a refused heartbeat changes no record
-            # nor, refused before its owned tasks were validated, any soft state; Kafka changes its task offsets,
-            # timers and shutdown request in place after that point, and a later failure (the assignor, the
-            # endpoints) keeps them
-            if group is not None and saved is not None:
-                _restore_soft_state(group, saved if not self._past_validation else
-                                    {"topics_version": saved["topics_version"]})  # recomputed at the next one
-            return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
+        with timeline.savepoint() as journal:
+            mark = journal.mark()
+            try:
+                _validate_heartbeat(req)
+                if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                    return self._leave(req, response_cls, now)
+                return self._member_heartbeat(header, req, response_cls, version, now, client_host)
+            except CoordinatorError as exc:  # as in Kafka, a refused heartbeat changes no record
+                # nor, refused before its owned tasks were validated, any soft state; Kafka changes its task
+                # offsets, timers and shutdown request in place after that point, and a later failure (the
+                # assignor, the endpoints) keeps them
+                if group is not None:
+                    if self._past_validation:
+                        group.topics_version = topics_version  # recomputed at the next one
+                    else:
+                        journal.undo_to(mark, keep=lambda entry: _outside_soft_state(entry, group))
+                return response_cls(error_code=exc.code, error_message=exc.message, status=[]), []
 
     def _leave(self, req: Message, response_cls: Any, now: int) -> tuple[Message, list[CoordinatorRecord]]:
         group = self.group(req.group_id)
@@ -339,7 +358,7 @@ class StreamsGroupCoordinator:
                 bump = reconfigure = True
             if reconfigure or configured is None:
                 configured = configure(topology, self.topics)
-                group.configured = configured
+                group.configure(configured, self.writes)
             group.topics_version = self.topics_version
         validated = -1
         if configured.is_ready:
@@ -353,8 +372,9 @@ class StreamsGroupCoordinator:
         # The targets as they stand (a static member rejoining under a new member id inherits its predecessor's).
         # A stable group whose member holds other tasks than its target (the cached target Kafka reconciles
         # towards was relabelled by a refused static join): a new epoch for the same target (Kafka's REFINED).
-        targets = dict(group.targets)
+        targets: Mapping[str, TaskSets] = group.targets  # read only: copied where changed or kept
         if replaced not in (None, updated.member_id):
+            targets = dict(targets)
             targets[updated.member_id] = targets.pop(replaced, EMPTY)
         refined, refine_only = None, False
         if not bump and group.state == STABLE_STATE:
@@ -396,7 +416,7 @@ class StreamsGroupCoordinator:
             cached = group.refined_for(target_epoch)
             refined = targets if cached is None else cached
         if cfg.assignment.num_warmup_replicas > 0:
-            group.refined = (target_epoch, refined)
+            group.cache_refined(target_epoch, refined)
         target = refined.get(updated.member_id, EMPTY)
 
         # 5. reconciliation
@@ -457,7 +477,7 @@ class StreamsGroupCoordinator:
     def _warmups_caught_up(group: StreamsGroup, member: Member, cfg: GroupConfig) -> bool:
         """Whether a warm-up task of `member` newly lags at most the acceptable recovery lag."""
         offsets = group.task_offsets.get(member.member_id, {})
-        done = group.caught_up.setdefault(member.member_id, set())
+        done = group.caught_up.setdefault(member.member_id, TSet())
         newly = False
         for sub, parts in member.assigned.warmup.items():
             for p in parts:
@@ -666,7 +686,7 @@ class StreamsGroupCoordinator:
         extra = {"assignor_name": self.config_for(group.group_id).assignment.assignor} if version >= 1 else {}
         return cls.DescribedGroup(group_id=group.group_id, group_state=group.state, group_epoch=group.epoch,
                                   assignment_epoch=group.assignment_epoch,
-                                  topology=describe(group.topology, group.described_configured, cls), members=members,
+                                  topology=describe(group.topology, group.described(self.writes), cls), members=members,
                                   **extra)
 
     @staticmethod
@@ -826,20 +846,10 @@ _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "topics_version"
                "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
 
 
-def _soft_state(group: StreamsGroup) -> dict[str, Any]:
-    """What a heartbeat may change in a group besides its records (copied one level deep)."""
-    out = {}
-    for name in _SOFT_STATE:
-        value = getattr(group, name)
-        if isinstance(value, dict):
-            value = {k: v.copy() if isinstance(v, (dict, set)) else v for k, v in value.items()}
-        out[name] = value
-    return out
-
-
-def _restore_soft_state(group: StreamsGroup, saved: Mapping[str, Any]) -> None:
-    for name, value in saved.items():
-        setattr(group, name, value)
+def _outside_soft_state(entry: tuple, group: StreamsGroup) -> bool:
+    """Whether a journal entry of a refused heartbeat changed what stays changed: a field of the group
+    outside `_SOFT_STATE` (a heartbeat changes the rest of the group only by its records, applied last)."""
+    return entry[0] is timeline.restore_field and entry[1] is group and entry[2] not in _SOFT_STATE
 
 
 def _validate_heartbeat(req: Message) -> None:

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kprotocol.streams_group.java_order import TimelineOrder
-from kprotocol.streams_group.member import Member, Owners
+from kprotocol.streams_group.member import STABLE, Member, Owners
 from kprotocol.streams_group.records import CoordinatorRecord, epochs_from, tasks_from
 from kprotocol.streams_group.tasks import EMPTY, TaskSets
 from kprotocol.streams_group.topology import Configured
+from kprotocol.timeline import TDict, TimelineObject, stamp
 
 EMPTY_STATE, NOT_READY, ASSIGNING, RECONCILING, STABLE_STATE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
 
@@ -25,43 +26,50 @@ class OffsetEntry:
 
 
 @dataclass
-class StreamsGroup:
-    """Hard state (from records) and soft state (timers, configured topology, offsets reported by members)."""
+class StreamsGroup(TimelineObject):
+    """Hard state (from records) and soft state (timers, configured topology, offsets reported by members);
+    every field and map journals its changes (kprotocol.timeline), so a group rolls back in what changed."""
 
     group_id: str
     epoch: int = 0
     metadata_hash: int = 0
     validated_topology_epoch: int = -1
-    last_assignment_configs: dict[str, str] = field(default_factory=dict)
+    last_assignment_configs: dict[str, str] = field(default_factory=TDict)
     topology: Any = None
     assignment_epoch: int = 0
     assignment_timestamp: int = 0
-    members: dict[str, Member] = field(default_factory=dict)
-    targets: dict[str, TaskSets] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)
-    offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    members: dict[str, Member] = field(default_factory=TDict)
+    targets: dict[str, TaskSets] = field(default_factory=TDict)
+    static_members: dict[str, str] = field(default_factory=TDict)
+    offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=TDict)
     owners: Owners = field(default_factory=Owners)
     member_order: TimelineOrder = field(default_factory=TimelineOrder)  # Kafka's iteration order of members
-    offset_order: dict[str, TimelineOrder] = field(default_factory=dict)  # topics and their partitions, as
+    offset_order: dict[str, TimelineOrder] = field(default_factory=TDict)  # topics and their partitions, as
     topic_order: TimelineOrder = field(default_factory=TimelineOrder)     # Kafka iterates a group's offsets
     exists: bool = False
     # soft state
     configured: Configured | None = None
     # the configured topology StreamsGroupDescribe shows: Kafka describes its committed state, and a heartbeat that
     # configures the topology but writes nothing (or fails) changes it only at the coordinator's next write
-    described_configured: Configured | None = None
+    configured_at: int = -1  # the coordinator's write count when `configured` was set
+    described_before: Configured | None = None  # what was described until then
     topics_version: int = -1
     endpoint_information_epoch: int = 0
     shutdown_requested_by: str | None = None
-    task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    task_end_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
-    caught_up: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # warm-ups seen caught up
-    session_deadlines: dict[str, int] = field(default_factory=dict)
-    rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (deadline, epoch)
+    task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=TDict)
+    task_end_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=TDict)
+    caught_up: dict[str, set[tuple[str, int]]] = field(default_factory=TDict)  # warm-ups seen caught up
+    session_deadlines: dict[str, int] = field(default_factory=TDict)
+    rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=TDict)  # member -> (deadline, epoch)
     pending_assignment_at: int | None = None
+    # member epoch -> how many members are reconciled (STABLE) at it: the group's state without a scan
+    reconciled_at: dict[int, int] = field(default_factory=TDict)
     # Kafka's refined assignment: (target epoch, member -> tasks) the members reconcile towards, kept across
     # heartbeats and changed in place (a refused heartbeat does not undo it)
     refined: tuple[int, dict[str, TaskSets]] | None = None
+    refined_from: int | None = None  # the `targets_version` the refined tasks were copied at (None: changed since)
+    targets_version: int = 0  # unique to the targets as they are (kprotocol.timeline.stamp)
+    members_stamp: int = 0  # unique to the members as they are (kprotocol.timeline.stamp): keys what is built of them
 
     @property
     def state(self) -> str:
@@ -71,9 +79,18 @@ class StreamsGroup:
             return NOT_READY
         if self.epoch > self.assignment_epoch:
             return ASSIGNING
-        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+        if self.reconciled_at.get(self.assignment_epoch, 0) != len(self.members):
             return RECONCILING
         return STABLE_STATE
+
+    def configure(self, configured: Configured | None, writes: int) -> None:
+        """Set the configured topology, `writes` writes into the coordinator's life."""
+        self.described_before = self.described(writes)
+        self.configured, self.configured_at = configured, writes
+
+    def described(self, writes: int) -> Configured | None:
+        """The configured topology as of the coordinator's last write, `writes` writes into its life."""
+        return self.configured if writes > self.configured_at else self.described_before
 
     def target(self, member_id: str) -> TaskSets:
         return self.targets.get(member_id, EMPTY)
@@ -86,7 +103,17 @@ class StreamsGroup:
         if self.refined is not None and old_id in self.refined[1]:
             tasks = {**self.refined[1]}
             tasks[new_id] = tasks.pop(old_id)
-            self.refined = (self.refined[0], tasks)
+            self.refined, self.refined_from = (self.refined[0], tasks), None
+
+    def cache_refined(self, epoch: int, refined: dict[str, TaskSets]) -> None:
+        """Keep `refined` as the tasks members reconcile towards at `epoch`; the targets themselves are copied,
+        once per change of them (a steady heartbeat finds its copy already there)."""
+        if self.refined is not None and self.refined[0] == epoch and self.refined[1] is refined:
+            return
+        if refined is not self.targets:
+            self.refined, self.refined_from = (epoch, refined), None
+        elif self.refined is None or self.refined[0] != epoch or self.refined_from != self.targets_version:
+            self.refined, self.refined_from = (epoch, dict(refined)), self.targets_version
 
     def replay(self, record: CoordinatorRecord) -> None:
         """Apply one record (a tombstone removes what its key names)."""
@@ -121,6 +148,7 @@ class StreamsGroup:
         elif name == "StreamsGroupMemberMetadataKey":
             self._replay_member(key.member_id, value)
         elif name == "StreamsGroupTargetAssignmentMemberKey":
+            self.targets_version = stamp()
             if value is None:
                 self.targets.pop(key.member_id, None)
             else:
@@ -138,7 +166,9 @@ class StreamsGroup:
         old = self.members.get(member_id)
         if value is None:
             if old is not None:
+                self.members_stamp = stamp()
                 self.owners.remove(old)
+                self._count(old, -1)
                 del self.members[member_id]
                 self.member_order.remove(member_id)
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
@@ -172,13 +202,24 @@ class StreamsGroup:
         self._put(old, member)
 
     def _put(self, old: Member | None, member: Member) -> None:
+        self.members_stamp = stamp()
         if old is not None:
             self.owners.remove(old)
+            self._count(old, -1)
         self.member_order.add(member.member_id)
         self.members[member.member_id] = member
         self.owners.add(member)
+        self._count(member, 1)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
+
+    def _count(self, member: Member, delta: int) -> None:
+        if member.state == STABLE:
+            count = self.reconciled_at.get(member.member_epoch, 0) + delta
+            if count:
+                self.reconciled_at[member.member_epoch] = count
+            else:
+                del self.reconciled_at[member.member_epoch]
 
     def hard_state(self) -> dict[str, Any]:
         """Everything the records define, for comparing a replayed group with a live one."""

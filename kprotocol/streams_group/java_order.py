@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
+from kprotocol.timeline import record
+
 T = TypeVar("T")
 _MIN_TREEIFY_CAPACITY = 64  # a smaller HashMap doubles rather than make a tree of a long chain
 
@@ -114,6 +116,20 @@ class PriorityQueue(Generic[T]):
         return head
 
 
+def _restore_slots(order: TimelineOrder, slots: list[list[str | int]]) -> None:
+    order.slots = slots
+
+
+def _unadd(order: TimelineOrder, keys: list[str | int]) -> None:
+    keys.pop()
+    order.size -= 1
+
+
+def _unremove(order: TimelineOrder, keys: list[str | int], index: int, key: str | int) -> None:
+    keys.insert(index, key)
+    order.size += 1
+
+
 _FIBONACCI = -7046029254386353131  # the multiplier of Kafka's BaseHashTable.findSlot
 
 
@@ -138,6 +154,7 @@ class TimelineOrder:
         """A put of `key` (new or not)."""
         if (self.size + 1) * 0.75 > len(self.slots):
             old, self.slots = self.slots, [[] for _ in range(2 * len(self.slots))]
+            record(_restore_slots, self, old)  # the old lists are left as they were
             for keys in old:
                 for k in keys:
                     self.slots[self._slot(k)].append(k)
@@ -145,12 +162,15 @@ class TimelineOrder:
         if key not in keys:
             keys.append(key)
             self.size += 1
+            record(_unadd, self, keys)
 
     def remove(self, key: str | int) -> None:
         keys = self.slots[self._slot(key)]
         if key in keys:
-            keys.remove(key)
+            index = keys.index(key)
+            del keys[index]
             self.size -= 1
+            record(_unremove, self, keys, index, key)
 
     def __bool__(self) -> bool:
         return self.size > 0

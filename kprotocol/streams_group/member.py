@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kprotocol.streams_group.tasks import EMPTY, TaskSets, Tasks, tasks_of
+from kprotocol.timeline import TDict, TSet
 
 STABLE, UNREVOKED_TASKS, UNRELEASED_TASKS = 1, 2, 3
 STATE_NAMES = {STABLE: "STABLE", UNREVOKED_TASKS: "UNREVOKED_TASKS", UNRELEASED_TASKS: "UNRELEASED_TASKS"}
@@ -67,9 +68,9 @@ class Owners:
     __slots__ = ("active", "standby", "warmup")
 
     def __init__(self) -> None:
-        self.active: dict[tuple[str, int], str] = {}
-        self.standby: dict[tuple[str, int], set[str]] = {}
-        self.warmup: dict[tuple[str, int], set[str]] = {}
+        self.active: dict[tuple[str, int], str] = TDict()
+        self.standby: dict[tuple[str, int], set[str]] = TDict()
+        self.warmup: dict[tuple[str, int], set[str]] = TDict()
 
     def add(self, member: Member) -> None:
         for tasks in (member.assigned, member.pending_revocation):
@@ -79,7 +80,7 @@ class Owners:
             for role, index in ((tasks.standby, self.standby), (tasks.warmup, self.warmup)):
                 for sub, parts in role.items():
                     for p in parts:
-                        index.setdefault((sub, p), set()).add(member.process_id)
+                        index.setdefault((sub, p), TSet()).add(member.process_id)
 
     def remove(self, member: Member) -> None:
         for tasks in (member.assigned, member.pending_revocation):
