@@ -76,6 +76,7 @@ class MigrationCoordinator:
         self._hosts: dict[str, tuple[tuple, Hosts]] = {}  # group -> (key, partitions by host)
         self._versions: dict[str, tuple[int, int]] = {}  # group -> (info stamp, commonly supported version)
         self._told: dict[str, dict[str, tuple]] = {}  # group -> member -> (key, AssignmentInfo)
+        self._mixed: dict[str, tuple[int, int]] = {}  # group -> (members, infos) stamps it was last found mixed at
 
     # --- groups and their changes ---------------------------------------------------------------
 
@@ -349,7 +350,13 @@ class MigrationCoordinator:
         """The last streams-protocol member left: the classic members carry on as a classic group."""
         group = self.streams.group(group_id)
         infos = self.classic_info.get(group_id, {})
-        if group is None or not group.members or any(m not in infos for m in group.members):
+        if group is None or not group.members:
+            return []
+        checked = (group.members_stamp, self._states[group_id].info_stamp)
+        if self._mixed.get(group_id) == checked:
+            return []  # neither the members nor the classic ones changed since they were found mixed
+        if any(m not in infos for m in group.members):
+            self._mixed[group_id] = checked
             return []
         records = rec.delete_group(group_id, list(group.members))
         # The generation the classic members hold, so that their next heartbeat asks them to rejoin.
@@ -369,8 +376,9 @@ class MigrationCoordinator:
         return records
 
     def _drop_streams_group(self, group_id: str) -> list[CoordinatorRecord]:
-        for cache in (self._hosts, self._versions, self._told):
+        for cache in (self._hosts, self._versions, self._told, self._mixed):
             cache.pop(group_id, None)
+        self.streams.forget_group(group_id)
         group = self.streams.groups.pop(group_id, None)
         self.classic_info.pop(group_id, None)
         self.streams.classic_members.pop(group_id, None)

@@ -103,6 +103,9 @@ class StreamsGroupCoordinator:
         self.classic_members: dict[str, set[str]] = {}  # group -> members speaking the classic protocol (compat)
         self._pending_txn: dict[int, list[CoordinatorRecord]] = {}
         self.writes = 0  # how many writes this coordinator made (`mark_written`)
+        # built once per version of what they are built of (members, topics), shared by heartbeats
+        self._endpoint_lists: dict[str, tuple] = {}  # group -> (key..., [(member id, endpoint entry)])
+        self._endpoint_entries: dict[str, dict[str, tuple]] = {}  # group -> member -> (key, topics version, entry)
         self._past_validation = False  # the heartbeat being handled got past the validation of its owned tasks
 
     # --- inputs other than requests ------------------------------------------------------------
@@ -335,11 +338,11 @@ class StreamsGroupCoordinator:
 
         # Task offsets: a warm-up task that caught up asks for a new assignment (KIP-441's probing rebalance).
         if req.task_offsets is not None:
-            group.task_offsets[member.member_id] = {(t.subtopology_id, t.partition): t.offset
-                                                    for t in req.task_offsets}
+            _put_if_changed(group.task_offsets, member.member_id,
+                            {(t.subtopology_id, t.partition): t.offset for t in req.task_offsets})
         if req.task_end_offsets is not None:
-            group.task_end_offsets[member.member_id] = {(t.subtopology_id, t.partition): t.offset
-                                                        for t in req.task_end_offsets}
+            _put_if_changed(group.task_end_offsets, member.member_id,
+                            {(t.subtopology_id, t.partition): t.offset for t in req.task_end_offsets})
         if req.task_offsets is not None and self._warmups_caught_up(group, member, cfg):
             bump = True
 
@@ -455,7 +458,7 @@ class StreamsGroupCoordinator:
         # Kafka counts on the group object of the request, which a new group does not keep (one replacing
         # a classic group answers with the count all the same). The count is no record: it stays even when
         # mapping the endpoints below fails the heartbeat.
-        if existed:
+        if existed and group.endpoint_information_epoch != endpoint_epoch:
             group.endpoint_information_epoch = endpoint_epoch
         if endpoint_epoch != req.endpoint_information_epoch:
             changes["partitions_by_user_endpoint"] = self._endpoints(group, reconciled, topology, configured,
@@ -470,7 +473,8 @@ class StreamsGroupCoordinator:
                                                       "encountered a fatal error and requested a shutdown for the "
                                                       "entire application."))
         changes["status"] = [response_cls.Status(status_code=c, status_detail=d) for c, d in hb.statuses]
-        self.groups[group_id] = group
+        if self.groups.get(group_id) is not group:
+            self.groups[group_id] = group
         return response.replace(**changes), self._apply(group, hb.records)
 
     @staticmethod
@@ -577,25 +581,60 @@ class StreamsGroupCoordinator:
 
     def _endpoints(self, group: StreamsGroup, updated: Member, topology: Any, configured: Configured | None,
                    response_cls: Any, replaced: str | None) -> list[Any]:
-        out = []
-        # the other members (not a static member this one replaces) in the order of Kafka's table of members as
-        # it is before this heartbeat's records (each put of a member, new or not, may have grown the table,
-        # which reorders it), then the member itself
-        order = group.member_order
-        members = [group.members[m] for m in order if m not in (updated.member_id, replaced)] + [updated]
-        if (configured is None or configured.tasks is None) and any(m.user_endpoint for m in members):
+        """Every endpoint's partitions: the other members (not a static member this one replaces) in the order of
+        Kafka's table of members as it is before this heartbeat's records (each put of a member, new or not, may
+        have grown the table, which reorders it), then the member itself. The others' part is built once per
+        change of the members (each member's entry once per change of it) and shared by every heartbeat."""
+        skip = (updated.member_id, replaced)
+        if (configured is None or configured.tasks is None) and (updated.user_endpoint is not None or any(
+                m.user_endpoint for m_id, m in group.members.items() if m_id not in skip)):
             # Kafka 4.4 fails the heartbeat (no message) when it maps endpoints to partitions of a topology
             # it could not configure (missing or mis-partitioned source topics)
             raise CoordinatorError(UNKNOWN_SERVER_ERROR)
-        subtopologies = {s.subtopology_id: s for s in topology.subtopologies}
-        for m in members:
-            if m.user_endpoint is None:
-                continue
-            out.append(response_cls.EndpointToPartitions(
-                user_endpoint=response_cls.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
-                active_partitions=self._partitions(m.assigned.active, subtopologies, configured, response_cls),
-                standby_partitions=self._partitions(m.assigned.standby, subtopologies, configured, response_cls)))
+        out = [entry for m_id, entry in self._endpoint_list(group, topology, configured, response_cls)
+               if m_id not in skip]
+        if updated.user_endpoint is not None:
+            out.append(self._endpoint_entry(group.group_id, updated, topology, configured, response_cls))
         return out
+
+    def _endpoint_list(self, group: StreamsGroup, topology: Any, configured: Configured | None,
+                       response_cls: Any) -> list[tuple[str, Any]]:
+        """(member id, its entry) of every member with an endpoint, in Kafka's order of the group's members."""
+        key = (group.members_stamp, self.topics_version)
+        cached = self._endpoint_lists.get(group.group_id)
+        if cached is not None and cached[0] == key and cached[1] is topology and cached[2] is configured \
+                and cached[3] is response_cls:
+            return cached[4]
+        members = [group.members[m] for m in group.member_order]
+        pairs = [(m.member_id, self._endpoint_entry(group.group_id, m, topology, configured, response_cls))
+                 for m in members if m.user_endpoint is not None]
+        self._endpoint_lists[group.group_id] = (key, topology, configured, response_cls, pairs)
+        entries = self._endpoint_entries.get(group.group_id, {})
+        if len(entries) > 2 * len(members) + 16:  # members gone: forget theirs
+            self._endpoint_entries[group.group_id] = {m: e for m, e in entries.items() if m in group.members}
+        return pairs
+
+    def forget_group(self, group_id: str) -> None:
+        """Drop what was built of a group that is gone."""
+        self._endpoint_lists.pop(group_id, None)
+        self._endpoint_entries.pop(group_id, None)
+
+    def _endpoint_entry(self, group_id: str, member: Member, topology: Any, configured: Configured | None,
+                        response_cls: Any) -> Any:
+        """One member's endpoint and partitions, built once per change of the member (or of the topics)."""
+        entries = self._endpoint_entries.setdefault(group_id, {})
+        cached = entries.get(member.member_id)
+        key = (topology, configured, response_cls)
+        if cached is not None and cached[1] == (self.topics_version, member.user_endpoint, member.assigned) and \
+                all(a is b for a, b in zip(cached[0], key)):
+            return cached[2]
+        subtopologies = {s.subtopology_id: s for s in topology.subtopologies}
+        entry = response_cls.EndpointToPartitions(
+            user_endpoint=response_cls.Endpoint(host=member.user_endpoint[0], port=member.user_endpoint[1]),
+            active_partitions=self._partitions(member.assigned.active, subtopologies, configured, response_cls),
+            standby_partitions=self._partitions(member.assigned.standby, subtopologies, configured, response_cls))
+        entries[member.member_id] = (key, (self.topics_version, member.user_endpoint, member.assigned), entry)
+        return entry
 
     def _partitions(self, tasks: Mapping[str, frozenset[int]], subtopologies: Mapping[str, Any],
                     configured: Configured | None, response_cls: Any) -> list[Any]:
@@ -844,6 +883,12 @@ _STATIC_EPOCH_FIELDS = ("topology_epoch", "rack_id", "client_tags", "process_id"
 # Kafka (plain fields there, outside its snapshotted state).
 _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "topics_version", "session_deadlines",
                "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
+
+
+def _put_if_changed(table: dict[str, Any], key: str, value: Any) -> None:
+    """Write only what changes (a journaled write costs an undo entry)."""
+    if table.get(key) != value:
+        table[key] = value
 
 
 def _outside_soft_state(entry: tuple, group: StreamsGroup) -> bool:
