@@ -6,17 +6,21 @@ coordinator; offsets are checked against the member's generation or epoch there,
 upstream under the same group id as an admin would write them (no generation, no member), which
 the broker accepts because it has no members of that group: after the migration the application
 talks to the brokers directly and finds its offsets. Every other request naming a managed group
-is answered here as the broker would (group_apis.py), never forwarded. Time-outs run on a ticker;
-every record is appended to the state log first, so a restarted gateway resumes each group.
+is answered here as the broker would (group_apis.py), never forwarded. Every record is appended to
+the state log first, so a restarted gateway resumes each group.
 
-Each group is isolated (supervisor.py): a change whose handling raises, or whose records cannot be
-written, is rolled back and its request answered COORDINATOR_NOT_AVAILABLE; the ticker runs each
-group's timers alone and never stops.
+No group waits for another: each group's requests and timers run under that group's own lock, held
+across nothing upstream but the group's own state write (group_commit.py batches the writes of every
+group into one append); the topics are refreshed before the lock, one Metadata call for everyone
+(topics.py); every upstream call has a time-out. Timers sit in one heap of deadlines (timers.py). A
+change whose handling raises, or whose records cannot be written, is rolled back and its request
+answered COORDINATOR_NOT_AVAILABLE; a group whose timers fail is retried a second later, alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
@@ -28,8 +32,12 @@ from typing import Any
 from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
+from compat.gateway._adapter import group_api  # TEMPORARY: the coordinator itself once it has begin/poll_group
+from compat.gateway.group_commit import GroupCommit
 from compat.gateway.state import StateLog, StateTopic
-from compat.gateway.supervisor import Snapshot, Throttle, alone, group_ids
+from compat.gateway.supervisor import Throttle
+from compat.gateway.timers import Deadlines, now_ms
+from compat.gateway.topics import Topics
 from compat.gateway.upstream import Upstream
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
@@ -41,16 +49,15 @@ from kprotocol.streams_group.records import CoordinatorRecord
 log = logging.getLogger("kprotocol.gateway")
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT, STREAMS_GROUP_DESCRIBE = 8, 9, 10, 28, 89
 COORDINATED = {11, 12, 13, 14, 88}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, StreamsGroupHeartbeat
+REFRESHING = {11, 88}  # the requests that read the cluster's topics (JoinGroup, StreamsGroupHeartbeat)
 API_KEYS = apis.API_KEYS  # every request the gateway reads (Produce, Fetch and the rest pass undecoded)
 TOPICS_MAX_AGE_S = 0.5
-TICK_S = 0.1
+UPSTREAM_TIMEOUT_S = 10.0  # every upstream call; then COORDINATOR_NOT_AVAILABLE (retriable)
+STATE_WRITE_TIMEOUT_S = 10.0  # a state append (Kafka's offsets.commit.timeout.ms is 5 s)
+RETRY_TIMERS_MS = 1000  # a group whose timers failed runs them again this much later
 PERSISTENCE_ERRORS = (OSError, ConnectionError, asyncio.TimeoutError)
 ZERO_UUID = uuid.UUID(int=0)
 SUBSCRIPTION = message_class("ConsumerProtocolSubscription")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ManagedGroups:
@@ -58,21 +65,24 @@ class ManagedGroups:
 
     def __init__(self, groups: Collection[str], coordinator: MigrationCoordinator, upstream: Upstream,
                  state: StateLog | StateTopic | None, listener: Any,
-                 lists_groups: Callable[[], bool] | None = None) -> None:
+                 lists_groups: Callable[[], bool] | None = None, *, upstream_timeout_s: float = UPSTREAM_TIMEOUT_S,
+                 write_timeout_s: float = STATE_WRITE_TIMEOUT_S) -> None:
         self.groups = set(groups)
         self.coordinator = coordinator
         self.upstream = upstream
         self.state = state
         self.listener = listener  # () -> (node id, host, port) of the gateway listener to name as coordinator
         self.lists_groups = lists_groups  # () -> whether this connection's ListGroups shows the managed groups
+        self.upstream_timeout_s = upstream_timeout_s
+        self.per_group = group_api(coordinator)
+        self.topics = Topics(upstream, coordinator.set_topics, max_age_s=TOPICS_MAX_AGE_S, timeout_s=upstream_timeout_s)
+        self.commits = GroupCommit(state, write_timeout_s) if state is not None else None
+        self.deadlines = Deadlines(self._poll)
+        self._locks = {g: asyncio.Lock() for g in self.groups}  # each group's serialization
+        self._creating = asyncio.Lock()  # one CreateTopics of internal topics at a time
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future] = {}
-        self._topics_at = 0.0
-        self._topic_names: dict[uuid.UUID, str] = {}
         self._ticker: asyncio.Task | None = None
-        self._lock = asyncio.Lock()
-        self._due: dict[str, int] = {}  # group -> its next deadline (0: unknown), when a roll-back copy is needed
-        self._retry_at: dict[str, int] = {}  # group -> when its timers run again after a failure
         self._failing_since: float | None = None  # state writes failing since (monotonic), and for which groups
         self._failing_groups: set[str] = set()
         self._throttle = Throttle(60.0)
@@ -81,10 +91,12 @@ class ManagedGroups:
         if self.state is not None:
             records = await _maybe_await(self.state.load())
             self.coordinator.replay(records, now_ms())
-            resumed = group_ids(self.coordinator)
+            resumed = self.per_group.group_ids()
             log.info("resumed %d groups from %d records in %s%s", len(resumed), len(records), self.state.path,
                      f": {', '.join(resumed)}" if resumed else "")
-        self._ticker = asyncio.create_task(self._tick())
+        for group_id in self.per_group.group_ids():
+            self.deadlines.schedule(group_id, self.per_group.next_deadline(group_id))
+        self._ticker = asyncio.create_task(self.deadlines.run())
 
     async def stop_timers(self) -> None:
         """No more time-outs: a gateway going down must not expire the sessions of members that are
@@ -93,6 +105,7 @@ class ManagedGroups:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
             self._ticker = None
+        await self.deadlines.stop()
 
     async def close(self) -> None:
         await self.stop_timers()
@@ -118,7 +131,7 @@ class ManagedGroups:
         if api_key in COORDINATED:
             return await self._coordinate(header, request, client_host)
         if api_key == STREAMS_GROUP_DESCRIBE:
-            async with self._lock:
+            async with self._locked(apis.named_groups(api_key, version, request)):
                 return self.coordinator.handle(None, header, request, now_ms())[0][0][1]
         if api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT):
             return await self._offset_commit(header, request)
@@ -131,7 +144,7 @@ class ManagedGroups:
         if api_key == apis.OFFSET_DELETE:
             return await self._offset_delete(header, request)
         if api_key in (apis.CONSUMER_GROUP_DESCRIBE, apis.SHARE_GROUP_DESCRIBE):
-            return apis.describe_other_kind(api_key, version, request, set(group_ids(self.coordinator)))
+            return apis.describe_other_kind(api_key, version, request, set(self.per_group.group_ids()))
         if api_key == apis.DESCRIBE_SHARE_GROUP_OFFSETS:
             return apis.describe_share_offsets(version, request)
         if api_key == apis.STREAMS_GROUP_TOPOLOGY_UPDATE:
@@ -162,35 +175,49 @@ class ManagedGroups:
                       f", {more} more since" if more else "", type(exc).__name__, exc,
                       exc_info=not isinstance(exc, PERSISTENCE_ERRORS))
 
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        lock = self._locks.get(group_id)
+        if lock is None:  # only managed groups come here; the set is fixed at start
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, group_ids: Collection[str]):  # noqa: ANN202
+        """The locks of several groups, taken in name order (no two requests wait for each other in a circle)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for group_id in sorted(set(group_ids) & self.groups):
+                await stack.enter_async_context(self._lock(group_id))
+            yield
+
+    async def _upstream(self, call: Awaitable[Any]) -> Any:
+        """An upstream call bounded by the time-out (asyncio.TimeoutError past it)."""
+        return await asyncio.wait_for(call, self.upstream_timeout_s)
+
+    async def _send_to_coordinator(self, group_id: str, request: Message, version: int) -> Message:
+        """`request` to `group_id`'s coordinator upstream, finding it included, within the time-out."""
+        async def call() -> Message:
+            connection = await self.upstream.coordinator(group_id)
+            return await connection.send(request, version)
+        return await self._upstream(call())
+
     # --- coordination ---------------------------------------------------------------------------
 
     async def _coordinate(self, header: Message, request: Message, client_host: str) -> Message:
         token = next(self._tokens)
         group_id = request.group_id
+        if header.request_api_key in REFRESHING:
+            await self.topics.refresh()  # before the group's lock: a slow cluster holds no group up
         future = self._waiting[token] = asyncio.get_running_loop().create_future()
         try:
-            async with self._lock:
-                if header.request_api_key in (11, 88):
-                    await self._refresh_topics()
-                snapshot = Snapshot(self.coordinator, group_id)
-                was_classic = group_id in self.coordinator.classic
-                try:
-                    answers, records = self.coordinator.handle(token, header, request, now_ms(),
-                                                               client_host=client_host)
-                except Exception:
-                    snapshot.restore()
-                    raise
-                if was_classic and self.coordinator.streams.group(group_id) is not None:
-                    self._log_conversion(group_id)
-                self._due[group_id] = 0
-                if not await self._persist(group_id, records, snapshot):
-                    return apis.error_answer(header.request_api_key, header.request_api_version, request,
-                                             apis.COORDINATOR_NOT_AVAILABLE)
-                self._deliver(answers)
-                try:
-                    await self._create_internal_topics()
-                except PERSISTENCE_ERRORS as exc:  # the change stands; the topics are asked for again next time
-                    self._log_failure([group_id], "creating internal topics", exc, "asked again next time")
+            # The change runs to its end even when the client goes away: written and committed, or rolled back.
+            change = asyncio.create_task(self._change(token, header, request, client_host))
+            refusal = await asyncio.shield(change)
+            if refusal is not None:
+                return refusal
+            try:
+                await self._create_internal_topics()
+            except PERSISTENCE_ERRORS as exc:  # the change stands; the topics are asked for again next time
+                self._log_failure([group_id], "creating internal topics", exc, "asked again next time")
             response = await future
         finally:
             self._waiting.pop(token, None)
@@ -199,6 +226,27 @@ class ManagedGroups:
                       header.request_api_version, getattr(request, "member_id", "?"),
                       getattr(response, "error_code", None))
         return response
+
+    async def _change(self, token: int, header: Message, request: Message, client_host: str) -> Message | None:
+        """One request's change of its group, under the group's lock: handled, written, then answered (None),
+        or rolled back (COORDINATOR_NOT_AVAILABLE when its records could not be written)."""
+        group_id = request.group_id
+        async with self._lock(group_id):
+            was_classic = group_id in self.coordinator.classic
+            change = self.per_group.begin(group_id)
+            try:
+                answers, records = self.coordinator.handle(token, header, request, now_ms(), client_host=client_host)
+            except Exception:
+                change.rollback()
+                raise
+            if not await self._persist(group_id, records, change):
+                return apis.error_answer(header.request_api_key, header.request_api_version, request,
+                                         apis.COORDINATOR_NOT_AVAILABLE)
+            if was_classic and self.coordinator.streams.group(group_id) is not None:
+                self._log_conversion(group_id)
+            self._deliver(answers)
+            self.deadlines.schedule(group_id, self.per_group.next_deadline(group_id))
+        return None
 
     def _log_conversion(self, group_id: str) -> None:
         """One line when a classic group becomes a streams group, and a warning when its classic members ran more
@@ -214,21 +262,25 @@ class ManagedGroups:
                         "streams.num.standby.replicas is %d: give --group-config streams.num.standby.replicas=%d "
                         "to keep them", group_id, ran, configured, ran)
 
-    async def _persist(self, group_id: str, records: list[CoordinatorRecord], snapshot: Snapshot | None) -> bool:
-        """Write `records` before anyone hears of them; if the write fails, roll the group back."""
-        if self.state is None or not records:
+    async def _persist(self, group_id: str, records: list[CoordinatorRecord], change: Any) -> bool:
+        """Write `records` (with whatever other groups write now, in one append) before anyone hears of them:
+        then the change is committed; if the write fails, the group is rolled back."""
+        if self.commits is None or not records:
+            change.commit()
             return True
         try:
-            await _maybe_await(self.state.append(records))
-        except PERSISTENCE_ERRORS as exc:
-            if snapshot is not None:
-                snapshot.restore()
+            await self.commits.write(records)
+        except Exception as exc:
+            change.rollback()
+            if not isinstance(exc, PERSISTENCE_ERRORS):
+                raise
             if self._failing_since is None:
                 self._failing_since = time.monotonic()
                 log.error("state writes to %s failing (%s: %s): group %s answers COORDINATOR_NOT_AVAILABLE to "
                           "every change until a write succeeds", self.state.path, type(exc).__name__, exc, group_id)
             self._failing_groups.add(group_id)
             return False
+        change.commit()
         if self._failing_since is not None:
             log.warning("state writes to %s succeed again after %.1f s: groups %s resume", self.state.path,
                         time.monotonic() - self._failing_since, ", ".join(sorted(self._failing_groups)))
@@ -241,63 +293,55 @@ class ManagedGroups:
             if future is not None and not future.done():
                 future.set_result(response)
 
-    async def _tick(self) -> None:
-        """Each group's timers, alone: an error in one group's stops neither the others nor the ticker."""
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                async with self._lock:
-                    for group_id in group_ids(self.coordinator):
-                        await self._poll(group_id, now_ms())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the ticker itself never dies
-                self._log_failure(["*"], "the ticker", exc, "it goes on")
-
-    async def _poll(self, group_id: str, now: int) -> None:
-        """The group's timers at every tick; a copy to roll back to is taken when one of its deadlines is due
-        (it changes nothing otherwise). After a failure, retried once a second."""
-        if self._retry_at.get(group_id, 0) > now:
-            return
-        snapshot = Snapshot(self.coordinator, group_id) if self._due.get(group_id, 0) <= now else None
+    async def _poll(self, group_id: str) -> None:
+        """One group's timers, once due (deadlines.py fires it), under the group's lock; a failure rolls the
+        group back and tries again a second later, and stops nothing else."""
         try:
-            with alone(self.coordinator, group_id):
-                answers, records, due = self.coordinator.poll(now)
-        except Exception as exc:
-            if snapshot is not None:
-                snapshot.restore()
-            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
-            self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
-            return
-        if not await self._persist(group_id, records, snapshot):
-            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
-            return
-        self._retry_at.pop(group_id, None)
-        self._due[group_id] = now + 1000 if due is None else min(due, now + 1000)
-        self._deliver(answers)
-
-    async def _refresh_topics(self) -> None:
-        if time.monotonic() - self._topics_at < TOPICS_MAX_AGE_S:
-            return
-        response = await self.upstream.bootstrap.send(message_class("MetadataRequest")(topics=None))
-        self.coordinator.set_topics({t.name: len(t.partitions) for t in response.topics
-                                     if t.error_code == 0 and not t.is_internal})
-        self._topic_names = {t.topic_id: t.name for t in response.topics if t.error_code == 0 and t.name}
-        self._topics_at = time.monotonic()
+            async with self._lock(group_id):
+                now = now_ms()
+                due = self.per_group.next_deadline(group_id)
+                if due is None or due > now:  # moved on since it was scheduled (a heartbeat)
+                    self.deadlines.schedule(group_id, due)
+                    return
+                change = self.per_group.begin(group_id)
+                try:
+                    answers, records, due = self.per_group.poll_group(group_id, now)
+                except Exception as exc:
+                    change.rollback()
+                    self.deadlines.schedule(group_id, now + RETRY_TIMERS_MS)
+                    self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
+                    return
+                if not await self._persist(group_id, records, change):
+                    self.deadlines.schedule(group_id, now + RETRY_TIMERS_MS)
+                    return
+                self._deliver(answers)
+                self.deadlines.schedule(group_id, due)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the timers of this group only
+            self.deadlines.schedule(group_id, now_ms() + RETRY_TIMERS_MS)
+            self._log_failure([group_id], "timers", exc, "retried in a second")
 
     async def _create_internal_topics(self) -> None:
+        """The internal topics the coordinator asks for, created upstream (one CreateTopics at a time, with
+        the time-out; what it did not send is sent by the next)."""
         wanted = self.coordinator.streams.internal_topics_to_create
         if not wanted:
             return
-        create = message_class("CreateTopicsRequest")
-        topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions,
-                                        replication_factor=t.replication_factor,
-                                        configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
-                  for t in wanted.values()]
-        response = await self.upstream.bootstrap.send(create(topics=topics, timeout_ms=30_000))
-        wanted.clear()
-        log.info("created internal topics upstream: %s", {t.name: t.error_code for t in response.topics})
-        self._topics_at = 0.0
+        async with self._creating:
+            sent = dict(wanted)
+            if not sent:
+                return
+            create = message_class("CreateTopicsRequest")
+            topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions,
+                                            replication_factor=t.replication_factor,
+                                            configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
+                      for t in sent.values()]
+            response = await self._upstream(self.upstream.bootstrap.send(create(topics=topics, timeout_ms=30_000)))
+            for name in sent:
+                wanted.pop(name, None)
+            log.info("created internal topics upstream: %s", {t.name: t.error_code for t in response.topics})
+            self.topics.invalidate()
 
     def _find_coordinator(self, header: Message, request: Message) -> Awaitable[Message] | None:
         version = header.request_api_version
@@ -354,21 +398,25 @@ class ManagedGroups:
         offsets upstream, as the broker deletes an empty group."""
         _, cls = api_classes(apis.DELETE_GROUPS)
         results, empty = {}, []
-        async with self._lock:
-            for group_id in dict.fromkeys(request.groups_names):
+        for group_id in dict.fromkeys(request.groups_names):
+            async with self._lock(group_id):
                 if self._active(group_id):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id, error_code=apis.NON_EMPTY_GROUP)
                     continue
-                snapshot = Snapshot(self.coordinator, group_id)
-                records = self._forget(group_id)
-                if not await self._persist(group_id, records, snapshot):
+                change = self.per_group.begin(group_id)
+                try:
+                    records = self._forget(group_id)
+                except Exception:
+                    change.rollback()
+                    raise
+                if not await self._persist(group_id, records, change):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id,
                                                                  error_code=apis.COORDINATOR_NOT_AVAILABLE)
                     continue
                 empty.append(group_id)
         for group_id in empty:
-            upstream = await self.upstream.coordinator(group_id)
-            answer = await upstream.send(request.replace(groups_names=[group_id]), header.request_api_version)
+            answer = await self._send_to_coordinator(group_id, request.replace(groups_names=[group_id]),
+                                                     header.request_api_version)
             results[group_id] = answer.results[0]
         return cls(results=[results[g] for g in dict.fromkeys(request.groups_names)])
 
@@ -396,8 +444,8 @@ class ManagedGroups:
             partition_index=p.partition_index, error_code=apis.GROUP_SUBSCRIBED_TO_TOPIC) for p in t.partitions])
             for t in kept]
         if rest or not kept:
-            upstream = await self.upstream.coordinator(request.group_id)
-            answer = await upstream.send(request.replace(topics=rest), header.request_api_version)
+            answer = await self._send_to_coordinator(request.group_id, request.replace(topics=rest),
+                                                     header.request_api_version)
             if answer.error_code and not kept:
                 return answer
             answers += list(answer.topics)
@@ -412,7 +460,7 @@ class ManagedGroups:
         version = header.request_api_version
         target = current_target.get()
         upstream = self.upstream.connection(target) if target is not None else self.upstream.bootstrap
-        answer = await upstream.send(request, version)
+        answer = await self._upstream(upstream.send(request, version))
         if answer.error_code:
             return answer
         listed = [g for g in answer.groups if g.group_id not in self.groups]
@@ -443,10 +491,10 @@ class ManagedGroups:
         by_address: dict[Any, list[str]] = {}
         for group_id in named:
             if group_id not in self.groups:
-                connection = await self.upstream.coordinator(group_id)
+                connection = await self._upstream(self.upstream.coordinator(group_id))
                 by_address.setdefault(id(connection), [connection]).append(group_id)
         for connection, *groups in by_address.values():
-            parts.append(await connection.send(apis.with_groups(api_key, request, groups), version))
+            parts.append(await self._upstream(connection.send(apis.with_groups(api_key, request, groups), version)))
         _, cls = api_classes(api_key)
         return apis.merged(api_key, cls, named, parts)
 
@@ -468,8 +516,7 @@ class ManagedGroups:
         changes = {"generation_id_or_member_epoch": -1, "member_id": ""}
         if hasattr(request, "group_instance_id"):
             changes["group_instance_id"] = None
-        upstream = await self.upstream.coordinator(request.group_id)
-        return await upstream.send(request.replace(**changes), version)
+        return await self._send_to_coordinator(request.group_id, request.replace(**changes), version)
 
     async def _offset_fetch(self, header: Message, request: Message) -> Message:
         version = header.request_api_version
@@ -487,8 +534,7 @@ class ManagedGroups:
             group_id = request.groups[0].group_id
         else:
             group_id = request.group_id
-        upstream = await self.upstream.coordinator(group_id)
-        return await upstream.send(request, version)
+        return await self._send_to_coordinator(group_id, request, version)
 
     def _check_fetch(self, group_id: str, member_id: str, epoch: int) -> int:
         """0 when `member_id` at `epoch` may fetch the group's offsets (a classic member: its generation)."""
@@ -505,10 +551,9 @@ class ManagedGroups:
         name = getattr(topic, "name", "")
         if name or topic.topic_id == ZERO_UUID:
             return name
-        if topic.topic_id not in self._topic_names:
-            self._topics_at = 0.0
-            await self._refresh_topics()
-        return self._topic_names.get(topic.topic_id)
+        if topic.topic_id not in self.topics.names:
+            await self.topics.refresh(force=True)
+        return self.topics.names.get(topic.topic_id)
 
 
 def commit_refusal(api_key: int, request: Message, error: int) -> Message:

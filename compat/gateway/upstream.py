@@ -61,13 +61,17 @@ class UpstreamConnection:
 
     async def send(self, request: Message, version: int | None = None) -> Message:
         async with self._lock:
-            if self._writer is None:
-                await self._connect()
             try:
-                return await self._exchange(request, version)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                await self._connect()  # once more on a fresh connection
-                return await self._exchange(request, version)
+                if self._writer is None:
+                    await self._connect()
+                try:
+                    return await self._exchange(request, version)
+                except (ConnectionError, asyncio.IncompleteReadError):
+                    await self._connect()  # once more on a fresh connection
+                    return await self._exchange(request, version)
+            except asyncio.CancelledError:  # a caller's time-out mid-exchange: its answer must not reach the next
+                self.close()
+                raise
 
     async def _connect(self) -> None:
         self.close()
