@@ -25,6 +25,8 @@ from compat.gateway.managed import ManagedGroups
 from compat.gateway.state import StateLog
 from compat.gateway.timers import Deadlines, now_ms
 from compat.gateway.upstream import Upstream
+from test_gateway_hostile import GatewayProcess, GoodClient
+from kprotocol.connection import Connection
 from kprotocol.records import read_logs
 from kprotocol.registry import message_class
 from kprotocol.streams_group.records import CoordinatorRecord
@@ -208,6 +210,81 @@ def test_a_paused_broker_freezes_no_group(kafka_broker: KafkaBroker, tmp_path: P
     finally:
         if paused:
             os.kill(kafka_broker.pid, signal.SIGCONT)
+        managed.close()
+
+
+def test_a_paused_broker_freezes_no_group_through_the_gateway(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """The audit's case end to end: `kprotocol gateway` in front of the broker, a kafka-python consumer of one
+    managed group running, a member of another heartbeating every 100 ms over its own connection; the broker
+    SIGSTOPped for 5 s while a third group's member joins. The heartbeats are answered in time throughout (they
+    waited for the whole pause before), the join once the last known topics are used, the consumer goes on."""
+    topic = f"paused-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    kafka_broker.create_topic(topic, 2)
+    gateway = GatewayProcess(kafka_broker, ["consumer", "beating", "joining"], tmp_path / "state")
+    good = GoodClient(kafka_broker, gateway.bootstrap, "consumer", topic)
+    times: list[float] = []
+    errors: list[int] = []
+    stopping = threading.Event()
+    paused = False
+    try:
+        good.wait_for(20)
+        beating, joining = Connection("127.0.0.1", gateway.port), Connection("127.0.0.1", gateway.port)
+        def join(member: str) -> object:
+            return Join(group_id="beating", member_id=member, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                        protocol_type="consumer", protocols=[Join.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+        first = beating.send(join(""), version=5)
+        joined = beating.send(join(first.member_id), version=5)
+        assert beating.send(sync("beating", joined.member_id, joined.generation_id), version=3).error_code == OK
+
+        def heartbeat() -> None:
+            request = Beat(group_id="beating", generation_id=joined.generation_id, member_id=joined.member_id)
+            while not stopping.is_set():
+                started = time.monotonic()
+                answer = beating.send(request, version=4)
+                times.append(time.monotonic() - started)
+                if answer.error_code:
+                    errors.append(answer.error_code)
+                time.sleep(0.1)
+        thread = threading.Thread(target=heartbeat, daemon=True)
+        thread.start()
+        time.sleep(1.0)
+        os.kill(kafka_broker.pid, signal.SIGSTOP)
+        paused, stopped_at = True, time.monotonic()
+        other = join("").replace(group_id="joining")
+        assert joining.send(other, version=5).error_code == MEMBER_ID_REQUIRED
+        joined_in = time.monotonic() - stopped_at
+        time.sleep(max(0.0, 5 - (time.monotonic() - stopped_at)))
+        during = list(times)
+        os.kill(kafka_broker.pid, signal.SIGCONT)
+        paused = False
+        seen = len(good.seen)
+        good.wait_for(seen + 20)  # the consumer goes on
+        stopping.set()
+        thread.join(15)
+        assert joined_in < 2.5, f"the JoinGroup waited {joined_in:.1f} s for the paused broker"
+        assert errors == [] and len(during) > 40
+        assert max(times) < 1.0, f"a heartbeat of another group waited {max(times):.2f} s during the pause"
+        beating.close()
+        joining.close()
+    finally:
+        stopping.set()
+        if paused:
+            os.kill(kafka_broker.pid, signal.SIGCONT)
+        good.stop()
+        gateway.stop()
+    assert "Traceback" not in gateway.log.read_text()
+
+
+def test_one_metadata_call_serves_every_group_refreshing_at_once(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    groups = [f"m{i:02d}" for i in range(30)]
+    managed = Managed(kafka_broker, groups, None)
+    try:
+        managed.run(managed.joined(groups[0]))
+        time.sleep(0.6)  # the topics are older than their maximum age
+        calls = managed.managed.topics.calls
+        managed.run(gathered(managed.joined(g) for g in groups[1:]))
+        assert managed.managed.topics.calls - calls == 1
+    finally:
         managed.close()
 
 
