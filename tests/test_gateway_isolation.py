@@ -419,36 +419,46 @@ def test_deadlines_fire_each_group_when_due_and_a_failing_group_stops_nothing() 
 
 
 def test_group_commit_batches_waiting_writers_and_fails_them_together() -> None:
+    from kprotocol.streams_group import records as rec
+
     class Slow:
+        MAX_BATCH_BYTES = 10_000
+
         def __init__(self) -> None:
-            self.appends: list[list[int]] = []
+            self.appends: list[list[str]] = []
             self.release = asyncio.Event()
             self.fail = False
 
         async def append(self, records: list) -> None:
-            self.appends.append(list(records))
+            self.appends.append([r.group_id for r in records])
             await self.release.wait()
             if self.fail:
                 raise ConnectionError("produce failed")
 
+    def change(group: str, size: int = 0) -> list:
+        return [rec.group_metadata(group, 1, 0, -1, {"x": "y" * size} if size else {})]
+
     async def scenario() -> None:
         state = Slow()
         commits = GroupCommit(state, timeout_s=5)
-        first = asyncio.create_task(commits.write([0]))
-        await asyncio.sleep(0.01)
-        rest = [asyncio.create_task(commits.write([i])) for i in range(1, 11)]
+        first = asyncio.create_task(commits.write(change("a")))
+        await asyncio.sleep(0.05)
+        rest = [asyncio.create_task(commits.write(change(f"b{i}"))) for i in range(10)]
         await asyncio.sleep(0.05)
         assert not any(t.done() for t in [first, *rest])
         state.release.set()
         await asyncio.gather(first, *rest)
-        assert state.appends == [[0], list(range(1, 11))] and commits.appends == 2
+        assert state.appends == [["a"], [f"b{i}" for i in range(10)]] and commits.appends == 2
+        large = [asyncio.create_task(commits.write(change(f"c{i}", 4000))) for i in range(5)]
+        await asyncio.gather(*large)  # 4 kB each, 10 kB an append: three appends
+        assert state.appends[2:] == [["c0", "c1"], ["c2", "c3"], ["c4"]]
         state.release.clear()
         state.fail = True
-        failing = [asyncio.create_task(commits.write([i])) for i in range(3)]
-        await asyncio.sleep(0.01)
+        failing = [asyncio.create_task(commits.write(change(f"d{i}"))) for i in range(3)]
+        await asyncio.sleep(0.05)
         state.release.set()
         outcomes = await asyncio.gather(*failing, return_exceptions=True)
-        assert [type(o) for o in outcomes] == [ConnectionError] * 3 and state.appends[-1] == [0, 1, 2]
+        assert [type(o) for o in outcomes] == [ConnectionError] * 3 and state.appends[-1] == ["d0", "d1", "d2"]
     asyncio.run(scenario())
 
 

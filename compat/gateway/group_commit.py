@@ -1,7 +1,8 @@
 """Group commit of the state writes: the records of every change waiting while a write is in flight go out in
-the next single append (the state log: one write and one fsync, off the event loop; the state topic: one
-produce). Nobody hears of success before the append is durable; an append that fails or outlasts the
-time-out fails every change in it (each writer rolls its group back).
+the next single append (the state log: one write and one fsync; the state topic: one produce, as many as its
+batch size limit needs). Records are encoded, written and fsynced off the event loop. Nobody hears of success
+before the append is durable; an append that fails or outlasts the time-out fails every change in it (each
+writer rolls its group back).
 
 A state-log append that outlasts the time-out is cut back from the file once it returns, so the log never
 holds a change its writers were told failed; the next append waits for it. A state-topic produce that outlasts
@@ -11,10 +12,34 @@ it is abandoned (its connection closed): it may still land, and the group's late
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kprotocol.streams_group.records import CoordinatorRecord
+
+
+RECORD_OVERHEAD = 32  # a record's own bytes in a batch beyond its key and value, at most (varints, attributes)
+
+
+@dataclass(frozen=True)
+class EncodedRecord:
+    """A record encoded once, off the event loop: `encode()` gives its bytes as CoordinatorRecord's does."""
+
+    group_id: str
+    key: bytes
+    value: bytes | None
+
+    def encode(self) -> tuple[bytes, bytes | None]:
+        return self.key, self.value
+
+    @property
+    def size(self) -> int:
+        return len(self.key) + len(self.value or b"") + RECORD_OVERHEAD
+
+
+def encoded(records: list[CoordinatorRecord]) -> list[EncodedRecord]:
+    return [EncodedRecord(r.group_id, *r.encode()) for r in records]
 
 
 @dataclass(eq=False)
@@ -28,6 +53,7 @@ class GroupCommit:
 
     def __init__(self, state: Any, timeout_s: float = 10.0) -> None:
         self.state, self.timeout_s = state, timeout_s
+        self.max_bytes: int | None = getattr(state, "MAX_BATCH_BYTES", None)  # one append's limit, if any
         self.appends = 0  # appends made (one per batch)
         self._queue: list[_Waiting] = []
         self._writer: asyncio.Task | None = None
@@ -49,15 +75,39 @@ class GroupCommit:
     async def _drain(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
-            records = [r for w in batch for r in w.records]
             try:
-                await self._append(records, batch)
-            except Exception as exc:
+                records = await asyncio.to_thread(lambda: [encoded(w.records) for w in batch])
+            except Exception as exc:  # a record that does not encode: a bug, its writers hear of it
                 _settle(batch, exc)
-            else:
-                _settle(batch, None)
+                continue
+            started = time.monotonic()
+            for chunk in self._chunks(batch, records):
+                if time.monotonic() - started > self.timeout_s:  # after an append that took its whole time-out
+                    _settle([batch[i] for i in chunk], asyncio.TimeoutError("state write not started in time"))
+                    continue
+                try:
+                    await self._append([r for i in chunk for r in records[i]], [batch[i] for i in chunk])
+                except Exception as exc:
+                    _settle([batch[i] for i in chunk], exc)
+                else:
+                    _settle([batch[i] for i in chunk], None)
 
-    async def _append(self, records: list[CoordinatorRecord], batch: list[_Waiting]) -> None:
+    def _chunks(self, batch: list[_Waiting], records: list[list[EncodedRecord]]) -> list[list[int]]:
+        """The writers of `batch` (indexes) in appends within `max_bytes`; a writer larger than that goes alone."""
+        if self.max_bytes is None:
+            return [list(range(len(batch)))]
+        chunks: list[list[int]] = []
+        size = 0
+        for i, each in enumerate(records):
+            more = sum(r.size for r in each)
+            if not chunks or size + more > self.max_bytes:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(i)
+            size += more
+        return chunks
+
+    async def _append(self, records: list[EncodedRecord], batch: list[_Waiting]) -> None:
         self.appends += 1
         if not getattr(self.state, "BLOCKING", False):
             await asyncio.wait_for(self.state.append(records), self.timeout_s)

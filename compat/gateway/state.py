@@ -113,6 +113,7 @@ class StateTopic:
     without a durable local disk. Written with acks=all before anyone hears of a change."""
 
     PRODUCE_VERSION, FETCH_VERSION = 12, 12  # the last versions that name topics
+    MAX_BATCH_BYTES = 1_000_000  # one produce's records, under the broker's default message.max.bytes (1048588)
 
     def __init__(self, upstream, topic: str) -> None:
         self.upstream, self.topic = upstream, topic
