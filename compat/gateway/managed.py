@@ -211,6 +211,7 @@ class ManagedGroups:
         try:
             # The change runs to its end even when the client goes away: written and committed, or rolled back.
             change = asyncio.create_task(self._change(token, header, request, client_host))
+            change.add_done_callback(_retrieve)  # its error, if its requester went away: logged by nobody else
             refusal = await asyncio.shield(change)
             if refusal is not None:
                 return refusal
@@ -293,12 +294,12 @@ class ManagedGroups:
             if future is not None and not future.done():
                 future.set_result(response)
 
-    async def _poll(self, group_id: str) -> None:
-        """One group's timers, once due (deadlines.py fires it), under the group's lock; a failure rolls the
-        group back and tries again a second later, and stops nothing else."""
+    async def _poll(self, group_id: str, at: int | None = None) -> None:
+        """One group's timers, once due (timers.py fires it; `at`: as if it were then), under the group's lock;
+        a failure rolls the group back and tries again a second later, and stops nothing else."""
         try:
             async with self._lock(group_id):
-                now = now_ms()
+                now = now_ms() if at is None else at
                 due = self.per_group.next_deadline(group_id)
                 if due is None or due > now:  # moved on since it was scheduled (a heartbeat)
                     self.deadlines.schedule(group_id, due)
@@ -597,6 +598,11 @@ def _subscribed_topics(kind: str, group: Any) -> set[str]:
 async def _maybe_await(value: Any) -> Any:
     """The state log answers at once, the state topic after a round trip."""
     return await value if inspect.isawaitable(value) else value
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("group change failed after its requester went away: %r", task.exception())
 
 
 def _ready(value: Message) -> asyncio.Future:

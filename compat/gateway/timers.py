@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
+log = logging.getLogger("kprotocol.gateway")
 BUSY_RETRY_MS = 100  # a group whose timers are still running when due again is looked at this much later
 
 
@@ -47,28 +49,36 @@ class Deadlines:
     async def run(self) -> None:
         """Forever: sleep until the earliest deadline (or an earlier one is scheduled), fire what is due."""
         while True:
-            self._wake.clear()
-            timeout = None
-            if self._heap:
-                timeout = max(0.0, (self._heap[0][0] - now_ms()) / 1000)
-            if timeout is None or timeout > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    pass
-            now = now_ms()
-            while self._heap and self._heap[0][0] <= now:
-                deadline, group_id = heapq.heappop(self._heap)
-                if self._at.get(group_id) != deadline:
-                    continue  # superseded by an earlier deadline
-                if group_id in self._running:  # still running its last timers (waiting for its lock): later
-                    self._at[group_id] = now + BUSY_RETRY_MS
-                    heapq.heappush(self._heap, (now + BUSY_RETRY_MS, group_id))
-                    continue
-                del self._at[group_id]
-                task = asyncio.create_task(self.fire(group_id))
-                self._running[group_id] = task
-                task.add_done_callback(lambda _, g=group_id: self._running.pop(g, None))
+            try:
+                await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the ticker itself never dies
+                log.exception("the timers' ticker failed, it goes on")
+                await asyncio.sleep(0.1)
+
+    async def _round(self) -> None:
+        """Sleep until the earliest deadline or a wake-up, then start the timers of every group due."""
+        self._wake.clear()
+        timeout = max(0.0, (self._heap[0][0] - now_ms()) / 1000) if self._heap else None
+        if timeout is None or timeout > 0:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        now = now_ms()
+        while self._heap and self._heap[0][0] <= now:
+            deadline, group_id = heapq.heappop(self._heap)
+            if self._at.get(group_id) != deadline:
+                continue  # superseded by an earlier deadline
+            if group_id in self._running:  # still running its last timers (waiting for its lock): later
+                self._at[group_id] = now + BUSY_RETRY_MS
+                heapq.heappush(self._heap, (now + BUSY_RETRY_MS, group_id))
+                continue
+            del self._at[group_id]
+            task = asyncio.create_task(self.fire(group_id))
+            self._running[group_id] = task
+            task.add_done_callback(lambda _, g=group_id: self._running.pop(g, None))
 
     async def stop(self) -> None:
         """Cancel the timers running now (`run` itself is cancelled by its owner)."""
