@@ -392,6 +392,29 @@ def test_timers_fire_on_time_with_many_groups_and_idle_groups_cost_nothing(kafka
         managed.close()
 
 
+def test_an_empty_group_is_deleted_under_its_own_lock_and_written(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """DeleteGroups: a group with a member is refused NON_EMPTY_GROUP; once empty its tombstone is written, the
+    coordinator forgets it and the broker answers for its offsets (it never had a group of that id)."""
+    from kprotocol.registry import api_classes
+    from kprotocol.streams_group import records as rec
+
+    state = StateLog(tmp_path)
+    managed = Managed(kafka_broker, ["gone"], state)
+    delete, leave = api_classes(42)[0], message_class("LeaveGroupRequest")
+    try:
+        member, _ = managed.run(managed.stable("gone"))
+        assert managed.send(42, 2, delete(groups_names=["gone"])).result(20).results[0].error_code == 68
+        assert managed.send(13, 3, leave(group_id="gone", members=[leave.MemberIdentity(
+            member_id=member)])).result(20).members[0].error_code == OK
+        answer = managed.send(42, 2, delete(groups_names=["gone"])).result(20)
+        assert answer.results[0].error_code == 69  # GROUP_ID_NOT_FOUND: the broker's own answer
+        assert "gone" not in managed.managed.per_group.group_ids()
+        last = rec.decode(*state.load()[-1])
+        assert last.group_id == "gone" and last.value is None
+    finally:
+        managed.close()
+
+
 def test_deadlines_fire_each_group_when_due_and_a_failing_group_stops_nothing() -> None:
     fired: list[tuple[str, int]] = []
 

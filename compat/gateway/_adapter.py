@@ -2,7 +2,8 @@
 has it itself (issue 35 item 1). Dropped at merge: `group_api` then returns the coordinator unchanged.
 
 The interface the gateway shell uses: `begin(group_id) -> change` with `change.rollback()` / `change.commit()`,
-`poll_group(group_id, now) -> (answers, records, next_deadline or None)`, `group_ids()`, `next_deadline(group_id)`.
+`poll_group(group_id, now) -> (answers, records, next_deadline or None)`, `group_ids()`, `next_deadline(group_id)`,
+`forget(group_id) -> tombstones` (DeleteGroups of an empty group, inside the group's open change).
 Here a change is supervisor.Snapshot's deep copy of the group (O(group), not O(what changed)) and a group's
 timers run `alone` (the other groups hidden while its poll runs; a poll is synchronous, so no other group
 can see that)."""
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway.supervisor import Snapshot, alone, group_ids
+from kprotocol.streams_group import records as rec
+from kprotocol.streams_group.records import CoordinatorRecord
 
 
 def group_api(coordinator: MigrationCoordinator) -> Any:
@@ -62,3 +66,16 @@ class SnapshotGroups:
             deadlines = [self.coordinator.streams.next_deadline(),
                          *(g.next_deadline() for g in self.coordinator.classic.values())]
         return min((d for d in deadlines if d is not None), default=None)
+
+    def forget(self, group_id: str) -> list[CoordinatorRecord]:
+        """Drop an empty group from the coordinator: the tombstones that say so."""
+        coordinator = self.coordinator
+        records = []
+        if coordinator.classic.pop(group_id, None) is not None:
+            records.append(CoordinatorRecord(GroupMetadataKey(group=group_id), None))
+        group = coordinator.streams.groups.pop(group_id, None)
+        coordinator.classic_info.pop(group_id, None)
+        coordinator.streams.classic_members.pop(group_id, None)
+        if group is not None and group.exists:
+            records += rec.delete_group(group_id, list(group.members))
+        return records

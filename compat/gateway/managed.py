@@ -29,7 +29,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
 from compat.gateway._adapter import group_api  # TEMPORARY: the coordinator itself once it has begin/poll_group
@@ -42,7 +41,6 @@ from compat.gateway.upstream import Upstream
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
-from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.errors import STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
 from kprotocol.streams_group.records import CoordinatorRecord
 
@@ -95,7 +93,7 @@ class ManagedGroups:
             log.info("resumed %d groups from %d records in %s%s", len(resumed), len(records), self.state.path,
                      f": {', '.join(resumed)}" if resumed else "")
         for group_id in self.per_group.group_ids():
-            self.deadlines.schedule(group_id, self.per_group.next_deadline(group_id))
+            self._schedule(group_id)
         self._ticker = asyncio.create_task(self.deadlines.run())
 
     async def stop_timers(self) -> None:
@@ -246,8 +244,17 @@ class ManagedGroups:
             if was_classic and self.coordinator.streams.group(group_id) is not None:
                 self._log_conversion(group_id)
             self._deliver(answers)
-            self.deadlines.schedule(group_id, self.per_group.next_deadline(group_id))
+            self._schedule(group_id)
         return None
+
+    def _schedule(self, group_id: str) -> None:
+        """The group's next deadline into the heap (a failure to find it: its timers look again in a second)."""
+        try:
+            due = self.per_group.next_deadline(group_id)
+        except Exception as exc:
+            due = now_ms() + RETRY_TIMERS_MS
+            self._log_failure([group_id], "finding its next deadline", exc, "looked at again in a second")
+        self.deadlines.schedule(group_id, due)
 
     def _log_conversion(self, group_id: str) -> None:
         """One line when a classic group becomes a streams group, and a warning when its classic members ran more
@@ -271,7 +278,7 @@ class ManagedGroups:
             return True
         try:
             await self.commits.write(records)
-        except Exception as exc:
+        except BaseException as exc:  # cancelled too (a timer at shutdown): the change is closed either way
             change.rollback()
             if not isinstance(exc, PERSISTENCE_ERRORS):
                 raise
@@ -406,7 +413,7 @@ class ManagedGroups:
                     continue
                 change = self.per_group.begin(group_id)
                 try:
-                    records = self._forget(group_id)
+                    records = self.per_group.forget(group_id)
                 except Exception:
                     change.rollback()
                     raise
@@ -420,18 +427,6 @@ class ManagedGroups:
                                                      header.request_api_version)
             results[group_id] = answer.results[0]
         return cls(results=[results[g] for g in dict.fromkeys(request.groups_names)])
-
-    def _forget(self, group_id: str) -> list[CoordinatorRecord]:
-        """Drop an empty group from the coordinator: the tombstones that say so."""
-        records = []
-        if self.coordinator.classic.pop(group_id, None) is not None:
-            records.append(CoordinatorRecord(GroupMetadataKey(group=group_id), None))
-        group = self.coordinator.streams.groups.pop(group_id, None)
-        self.coordinator.classic_info.pop(group_id, None)
-        self.coordinator.streams.classic_members.pop(group_id, None)
-        if group is not None and group.exists:
-            records += rec.delete_group(group_id, list(group.members))
-        return records
 
     async def _offset_delete(self, header: Message, request: Message) -> Message:
         """Partitions of the topics an active group reads: GROUP_SUBSCRIBED_TO_TOPIC; the rest (and every

@@ -208,11 +208,11 @@ class GroupConnection:
 
 
 def _error_codes(message: Message) -> Iterable[int]:
-    """The error codes of a group response: its own, its groups', its topics' partitions'."""
+    """The error codes of a group response: its own, its groups' (results'), its topics' partitions'."""
     if hasattr(message, "error_code"):
         yield message.error_code
-    for group in getattr(message, "groups", ()) or ():
-        yield from _error_codes(group)
+    for group in [*(getattr(message, "groups", ()) or ()), *(getattr(message, "results", ()) or ())]:
+        yield from _error_codes(group)  # DescribeGroups' and OffsetFetch's groups, DeleteGroups' results
     for topic in getattr(message, "topics", ()) or ():
         for partition in getattr(topic, "partitions", ()) or ():
             if hasattr(partition, "error_code"):
