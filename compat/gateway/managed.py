@@ -48,6 +48,9 @@ log = logging.getLogger("kprotocol.gateway")
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT, STREAMS_GROUP_DESCRIBE = 8, 9, 10, 28, 89
 COORDINATED = {11, 12, 13, 14, 88}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, StreamsGroupHeartbeat
 REFRESHING = {11, 88}  # the requests that read the cluster's topics (JoinGroup, StreamsGroupHeartbeat)
+# Requests that, when they write nothing, only push their member's session deadline later (Heartbeat, a steady
+# StreamsGroupHeartbeat): the group's scheduled deadline stays (a lower bound), no O(group) look for the next.
+EXTENDING = {12, 88}
 API_KEYS = apis.API_KEYS  # every request the gateway reads (Produce, Fetch and the rest pass undecoded)
 TOPICS_MAX_AGE_S = 0.5
 UPSTREAM_TIMEOUT_S = 10.0  # every upstream call; then COORDINATOR_NOT_AVAILABLE (retriable)
@@ -244,7 +247,8 @@ class ManagedGroups:
             if was_classic and self.coordinator.streams.group(group_id) is not None:
                 self._log_conversion(group_id)
             self._deliver(answers)
-            self._schedule(group_id)
+            if records or header.request_api_key not in EXTENDING or self.deadlines.scheduled(group_id) is None:
+                self._schedule(group_id)
         return None
 
     def _schedule(self, group_id: str) -> None:
