@@ -210,10 +210,7 @@ class ManagedGroups:
             await self.topics.refresh()  # before the group's lock: a slow cluster holds no group up
         future = self._waiting[token] = asyncio.get_running_loop().create_future()
         try:
-            # The change runs to its end even when the client goes away: written and committed, or rolled back.
-            change = asyncio.create_task(self._change(token, header, request, client_host))
-            change.add_done_callback(_retrieve)  # its error, if its requester went away: logged by nobody else
-            refusal = await asyncio.shield(change)
+            refusal = await self._change(token, header, request, client_host)
             if refusal is not None:
                 return refusal
             try:
@@ -231,9 +228,13 @@ class ManagedGroups:
 
     async def _change(self, token: int, header: Message, request: Message, client_host: str) -> Message | None:
         """One request's change of its group, under the group's lock: handled, written, then answered (None),
-        or rolled back (COORDINATOR_NOT_AVAILABLE when its records could not be written)."""
+        or rolled back (COORDINATOR_NOT_AVAILABLE when its records could not be written). A change with records
+        finishes in a task of its own, which releases the lock: written and committed or rolled back, the answers
+        it owes other members delivered, even when its requester goes away meanwhile."""
         group_id = request.group_id
-        async with self._lock(group_id):
+        lock: asyncio.Lock | None = self._lock(group_id)
+        await lock.acquire()
+        try:
             was_classic = group_id in self.coordinator.classic
             change = self.per_group.begin(group_id)
             try:
@@ -241,15 +242,39 @@ class ManagedGroups:
             except Exception:
                 change.rollback()
                 raise
-            if not await self._persist(group_id, records, change):
+            if records and self.commits is not None:
+                written = asyncio.create_task(self._written(lock, header, request, answers, records, change,
+                                                            was_classic))
+                written.add_done_callback(_retrieve)  # its error, if its requester went away: read here
+                lock = None
+                return await asyncio.shield(written)
+            change.commit()
+            self._applied(group_id, header.request_api_key, answers, records, was_classic)
+            return None
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _written(self, lock: asyncio.Lock, header: Message, request: Message, answers: list[tuple[Any, Message]],
+                       records: list[CoordinatorRecord], change: Any, was_classic: bool) -> Message | None:
+        """The rest of a change with records: written first, then applied; the group's lock released at the end."""
+        try:
+            if not await self._persist(request.group_id, records, change):
                 return apis.error_answer(header.request_api_key, header.request_api_version, request,
                                          apis.COORDINATOR_NOT_AVAILABLE)
-            if was_classic and self.coordinator.streams.group(group_id) is not None:
-                self._log_conversion(group_id)
-            self._deliver(answers)
-            if records or header.request_api_key not in EXTENDING or self.deadlines.scheduled(group_id) is None:
-                self._schedule(group_id)
-        return None
+            self._applied(request.group_id, header.request_api_key, answers, records, was_classic)
+            return None
+        finally:
+            lock.release()
+
+    def _applied(self, group_id: str, api_key: int, answers: list[tuple[Any, Message]],
+                 records: list[CoordinatorRecord], was_classic: bool) -> None:
+        """A committed change: its answers delivered, its group's deadline brought forward where it may have."""
+        if was_classic and self.coordinator.streams.group(group_id) is not None:
+            self._log_conversion(group_id)
+        self._deliver(answers)
+        if records or api_key not in EXTENDING or self.deadlines.scheduled(group_id) is None:
+            self._schedule(group_id)
 
     def _schedule(self, group_id: str) -> None:
         """The group's next deadline into the heap (a failure to find it: its timers look again in a second)."""
@@ -601,7 +626,7 @@ async def _maybe_await(value: Any) -> Any:
 
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.debug("group change failed after its requester went away: %r", task.exception())
+        log.debug("a group's change failed: %r", task.exception())
 
 
 def _ready(value: Message) -> asyncio.Future:
