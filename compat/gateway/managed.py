@@ -6,17 +6,21 @@ coordinator; offsets are checked against the member's generation or epoch there,
 upstream under the same group id as an admin would write them (no generation, no member), which
 the broker accepts because it has no members of that group: after the migration the application
 talks to the brokers directly and finds its offsets. Every other request naming a managed group
-is answered here as the broker would (group_apis.py), never forwarded. Time-outs run on a ticker;
-every record is appended to the state log first, so a restarted gateway resumes each group.
+is answered here as the broker would (group_apis.py), never forwarded. Every record is appended to
+the state log first, so a restarted gateway resumes each group.
 
-Each group is isolated (supervisor.py): a change whose handling raises, or whose records cannot be
-written, is rolled back and its request answered COORDINATOR_NOT_AVAILABLE; the ticker runs each
-group's timers alone and never stops.
+No group waits for another: each group's requests and timers run under that group's own lock, held
+across nothing upstream but the group's own state write (group_commit.py batches the writes of every
+group into one append); the topics are refreshed before the lock, one Metadata call for everyone
+(topics.py); every upstream call has a time-out. Timers sit in one heap of deadlines (timers.py). A
+change whose handling raises, or whose records cannot be written, is rolled back and its request
+answered COORDINATOR_NOT_AVAILABLE; a group whose timers fail is retried a second later, alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import logging
@@ -25,33 +29,35 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
+from compat.gateway.group_commit import GroupCommit
 from compat.gateway.state import StateLog, StateTopic
 from compat.gateway.supervisor import Throttle
-from compat.group_state import Change
+from compat.gateway.timers import Deadlines, now_ms
+from compat.gateway.topics import Topics
 from compat.gateway.upstream import Upstream
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
-from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.errors import STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
 from kprotocol.streams_group.records import CoordinatorRecord
 
 log = logging.getLogger("kprotocol.gateway")
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, TXN_OFFSET_COMMIT, STREAMS_GROUP_DESCRIBE = 8, 9, 10, 28, 89
 COORDINATED = {11, 12, 13, 14, 88}  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, StreamsGroupHeartbeat
+REFRESHING = {11, 88}  # the requests that read the cluster's topics (JoinGroup, StreamsGroupHeartbeat)
+# Requests that, when they write nothing, only push their member's session deadline later (Heartbeat, a steady
+# StreamsGroupHeartbeat): the group's scheduled deadline stays (a lower bound), no O(group) look for the next.
+EXTENDING = {12, 88}
 API_KEYS = apis.API_KEYS  # every request the gateway reads (Produce, Fetch and the rest pass undecoded)
 TOPICS_MAX_AGE_S = 0.5
-TICK_S = 0.1
+UPSTREAM_TIMEOUT_S = 10.0  # every upstream call; then COORDINATOR_NOT_AVAILABLE (retriable)
+STATE_WRITE_TIMEOUT_S = 10.0  # a state append (Kafka's offsets.commit.timeout.ms is 5 s)
+RETRY_TIMERS_MS = 1000  # a group whose timers failed runs them again this much later
 PERSISTENCE_ERRORS = (OSError, ConnectionError, asyncio.TimeoutError)
 ZERO_UUID = uuid.UUID(int=0)
 SUBSCRIPTION = message_class("ConsumerProtocolSubscription")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ManagedGroups:
@@ -59,21 +65,23 @@ class ManagedGroups:
 
     def __init__(self, groups: Collection[str], coordinator: MigrationCoordinator, upstream: Upstream,
                  state: StateLog | StateTopic | None, listener: Any,
-                 lists_groups: Callable[[], bool] | None = None) -> None:
+                 lists_groups: Callable[[], bool] | None = None, *, upstream_timeout_s: float = UPSTREAM_TIMEOUT_S,
+                 write_timeout_s: float = STATE_WRITE_TIMEOUT_S) -> None:
         self.groups = set(groups)
         self.coordinator = coordinator
         self.upstream = upstream
         self.state = state
         self.listener = listener  # () -> (node id, host, port) of the gateway listener to name as coordinator
         self.lists_groups = lists_groups  # () -> whether this connection's ListGroups shows the managed groups
+        self.upstream_timeout_s = upstream_timeout_s
+        self.topics = Topics(upstream, coordinator.set_topics, max_age_s=TOPICS_MAX_AGE_S, timeout_s=upstream_timeout_s)
+        self.commits = GroupCommit(state, write_timeout_s) if state is not None else None
+        self.deadlines = Deadlines(self._poll)
+        self._locks = {g: asyncio.Lock() for g in self.groups}  # each group's serialization
+        self._creating = asyncio.Lock()  # one CreateTopics of internal topics at a time
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future] = {}
-        self._topics_at = 0.0
-        self._topic_names: dict[uuid.UUID, str] = {}
         self._ticker: asyncio.Task | None = None
-        self._lock = asyncio.Lock()
-        self._due: dict[str, int] = {}  # group -> its next deadline (0: unknown), when a roll-back copy is needed
-        self._retry_at: dict[str, int] = {}  # group -> when its timers run again after a failure
         self._failing_since: float | None = None  # state writes failing since (monotonic), and for which groups
         self._failing_groups: set[str] = set()
         self._throttle = Throttle(60.0)
@@ -85,7 +93,9 @@ class ManagedGroups:
             resumed = self.coordinator.group_ids()
             log.info("resumed %d groups from %d records in %s%s", len(resumed), len(records), self.state.path,
                      f": {', '.join(resumed)}" if resumed else "")
-        self._ticker = asyncio.create_task(self._tick())
+        for group_id in self.coordinator.group_ids():
+            self._schedule(group_id)
+        self._ticker = asyncio.create_task(self.deadlines.run())
 
     async def stop_timers(self) -> None:
         """No more time-outs: a gateway going down must not expire the sessions of members that are
@@ -94,6 +104,7 @@ class ManagedGroups:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
             self._ticker = None
+        await self.deadlines.stop()
 
     async def close(self) -> None:
         await self.stop_timers()
@@ -119,7 +130,7 @@ class ManagedGroups:
         if api_key in COORDINATED:
             return await self._coordinate(header, request, client_host)
         if api_key == STREAMS_GROUP_DESCRIBE:
-            async with self._lock:
+            async with self._locked(apis.named_groups(api_key, version, request)):
                 return self.coordinator.handle(None, header, request, now_ms())[0][0][1]
         if api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT):
             return await self._offset_commit(header, request)
@@ -163,35 +174,47 @@ class ManagedGroups:
                       f", {more} more since" if more else "", type(exc).__name__, exc,
                       exc_info=not isinstance(exc, PERSISTENCE_ERRORS))
 
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        lock = self._locks.get(group_id)
+        if lock is None:  # only managed groups come here; the set is fixed at start
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, group_ids: Collection[str]):  # noqa: ANN202
+        """The locks of several groups, taken in name order (no two requests wait for each other in a circle)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for group_id in sorted(set(group_ids) & self.groups):
+                await stack.enter_async_context(self._lock(group_id))
+            yield
+
+    async def _upstream(self, call: Awaitable[Any]) -> Any:
+        """An upstream call bounded by the time-out (asyncio.TimeoutError past it)."""
+        return await asyncio.wait_for(call, self.upstream_timeout_s)
+
+    async def _send_to_coordinator(self, group_id: str, request: Message, version: int) -> Message:
+        """`request` to `group_id`'s coordinator upstream, finding it included, within the time-out."""
+        async def call() -> Message:
+            connection = await self.upstream.coordinator(group_id)
+            return await connection.send(request, version)
+        return await self._upstream(call())
+
     # --- coordination ---------------------------------------------------------------------------
 
     async def _coordinate(self, header: Message, request: Message, client_host: str) -> Message:
         token = next(self._tokens)
         group_id = request.group_id
+        if header.request_api_key in REFRESHING:
+            await self.topics.refresh()  # before the group's lock: a slow cluster holds no group up
         future = self._waiting[token] = asyncio.get_running_loop().create_future()
         try:
-            async with self._lock:
-                if header.request_api_key in (11, 88):
-                    await self._refresh_topics()
-                change = self.coordinator.begin(group_id)
-                was_classic = group_id in self.coordinator.classic
-                try:
-                    answers, records = self.coordinator.handle(token, header, request, now_ms(),
-                                                               client_host=client_host)
-                except Exception:
-                    change.rollback()
-                    raise
-                if was_classic and self.coordinator.streams.group(group_id) is not None:
-                    self._log_conversion(group_id)
-                self._due[group_id] = 0
-                if not await self._persist(group_id, records, change):
-                    return apis.error_answer(header.request_api_key, header.request_api_version, request,
-                                             apis.COORDINATOR_NOT_AVAILABLE)
-                self._deliver(answers)
-                try:
-                    await self._create_internal_topics()
-                except PERSISTENCE_ERRORS as exc:  # the change stands; the topics are asked for again next time
-                    self._log_failure([group_id], "creating internal topics", exc, "asked again next time")
+            refusal = await self._change(token, header, request, client_host)
+            if refusal is not None:
+                return refusal
+            try:
+                await self._create_internal_topics()
+            except PERSISTENCE_ERRORS as exc:  # the change stands; the topics are asked for again next time
+                self._log_failure([group_id], "creating internal topics", exc, "asked again next time")
             response = await future
         finally:
             self._waiting.pop(token, None)
@@ -200,6 +223,65 @@ class ManagedGroups:
                       header.request_api_version, getattr(request, "member_id", "?"),
                       getattr(response, "error_code", None))
         return response
+
+    async def _change(self, token: int, header: Message, request: Message, client_host: str) -> Message | None:
+        """One request's change of its group, under the group's lock: handled, written, then answered (None),
+        or rolled back (COORDINATOR_NOT_AVAILABLE when its records could not be written). A change with records
+        finishes in a task of its own, which releases the lock: written and committed or rolled back, the answers
+        it owes other members delivered, even when its requester goes away meanwhile."""
+        group_id = request.group_id
+        lock: asyncio.Lock | None = self._lock(group_id)
+        await lock.acquire()
+        try:
+            was_classic = group_id in self.coordinator.classic
+            change = self.coordinator.begin(group_id)
+            try:
+                answers, records = self.coordinator.handle(token, header, request, now_ms(), client_host=client_host)
+            except Exception:
+                change.rollback()
+                raise
+            if records and self.commits is not None:
+                written = asyncio.create_task(self._written(lock, header, request, answers, records, change,
+                                                            was_classic))
+                written.add_done_callback(_retrieve)  # its error, if its requester went away: read here
+                lock = None
+                return await asyncio.shield(written)
+            change.commit()
+            self._applied(group_id, header.request_api_key, answers, records, was_classic)
+            return None
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _written(self, lock: asyncio.Lock, header: Message, request: Message, answers: list[tuple[Any, Message]],
+                       records: list[CoordinatorRecord], change: Any, was_classic: bool) -> Message | None:
+        """The rest of a change with records: written first, then applied; the group's lock released at the end."""
+        try:
+            if not await self._persist(request.group_id, records, change):
+                return apis.error_answer(header.request_api_key, header.request_api_version, request,
+                                         apis.COORDINATOR_NOT_AVAILABLE)
+            self._applied(request.group_id, header.request_api_key, answers, records, was_classic)
+            return None
+        finally:
+            lock.release()
+
+    def _applied(self, group_id: str, api_key: int, answers: list[tuple[Any, Message]],
+                 records: list[CoordinatorRecord], was_classic: bool) -> None:
+        """A committed change: its answers delivered, its group's deadline brought forward where it may have."""
+        if was_classic and self.coordinator.streams.group(group_id) is not None:
+            self._log_conversion(group_id)
+        self._deliver(answers)
+        if records or api_key not in EXTENDING or self.deadlines.scheduled(group_id) is None:
+            self._schedule(group_id)
+
+    def _schedule(self, group_id: str) -> None:
+        """The group's next deadline into the heap (a failure to find it: its timers look again in a second)."""
+        try:
+            due = self.coordinator.next_deadline(group_id)
+        except Exception as exc:
+            due = now_ms() + RETRY_TIMERS_MS
+            self._log_failure([group_id], "finding its next deadline", exc, "looked at again in a second")
+        self.deadlines.schedule(group_id, due)
 
     def _log_conversion(self, group_id: str) -> None:
         """One line when a classic group becomes a streams group, and a warning when its classic members ran more
@@ -215,15 +297,15 @@ class ManagedGroups:
                         "streams.num.standby.replicas is %d: give --group-config streams.num.standby.replicas=%d "
                         "to keep them", group_id, ran, configured, ran)
 
-    async def _persist(self, group_id: str, records: list[CoordinatorRecord], change: Change) -> bool:
-        """Write `records` before anyone hears of them; if the write fails, roll the group back (the change is
-        closed either way)."""
-        if self.state is None or not records:
+    async def _persist(self, group_id: str, records: list[CoordinatorRecord], change: Any) -> bool:
+        """Write `records` (with whatever other groups write now, in one append) before anyone hears of them:
+        then the change is committed; if the write fails, the group is rolled back."""
+        if self.commits is None or not records:
             change.commit()
             return True
         try:
-            await _maybe_await(self.state.append(records))
-        except BaseException as exc:
+            await self.commits.write(records)
+        except BaseException as exc:  # cancelled too (a timer at shutdown): the change is closed either way
             change.rollback()
             if not isinstance(exc, PERSISTENCE_ERRORS):
                 raise
@@ -246,61 +328,55 @@ class ManagedGroups:
             if future is not None and not future.done():
                 future.set_result(response)
 
-    async def _tick(self) -> None:
-        """Each group's timers, alone: an error in one group's stops neither the others nor the ticker."""
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                async with self._lock:
-                    for group_id in self.coordinator.group_ids():
-                        await self._poll(group_id, now_ms())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the ticker itself never dies
-                self._log_failure(["*"], "the ticker", exc, "it goes on")
-
-    async def _poll(self, group_id: str, now: int) -> None:
-        """The group's timers at every tick; a copy to roll back to is taken when one of its deadlines is due
-        (it changes nothing otherwise). After a failure, retried once a second."""
-        if self._retry_at.get(group_id, 0) > now:
-            return
-        change = self.coordinator.begin(group_id)
+    async def _poll(self, group_id: str, at: int | None = None) -> None:
+        """One group's timers, once due (timers.py fires it; `at`: as if it were then), under the group's lock;
+        a failure rolls the group back and tries again a second later, and stops nothing else."""
         try:
-            answers, records, due = self.coordinator.poll_group(group_id, now)
-        except Exception as exc:
-            change.rollback()
-            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
-            self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
-            return
-        if not await self._persist(group_id, records, change):
-            self._due[group_id], self._retry_at[group_id] = 0, now + 1000
-            return
-        self._retry_at.pop(group_id, None)
-        self._due[group_id] = now + 1000 if due is None else min(due, now + 1000)
-        self._deliver(answers)
-
-    async def _refresh_topics(self) -> None:
-        if time.monotonic() - self._topics_at < TOPICS_MAX_AGE_S:
-            return
-        response = await self.upstream.bootstrap.send(message_class("MetadataRequest")(topics=None))
-        self.coordinator.set_topics({t.name: len(t.partitions) for t in response.topics
-                                     if t.error_code == 0 and not t.is_internal})
-        self._topic_names = {t.topic_id: t.name for t in response.topics if t.error_code == 0 and t.name}
-        self._topics_at = time.monotonic()
+            async with self._lock(group_id):
+                now = now_ms() if at is None else at
+                due = self.coordinator.next_deadline(group_id)
+                if due is None or due > now:  # moved on since it was scheduled (a heartbeat)
+                    self.deadlines.schedule(group_id, due)
+                    return
+                change = self.coordinator.begin(group_id)
+                try:
+                    answers, records, due = self.coordinator.poll_group(group_id, now)
+                except Exception as exc:
+                    change.rollback()
+                    self.deadlines.schedule(group_id, now + RETRY_TIMERS_MS)
+                    self._log_failure([group_id], "timers", exc, "rolled back, retried in a second")
+                    return
+                if not await self._persist(group_id, records, change):
+                    self.deadlines.schedule(group_id, now + RETRY_TIMERS_MS)
+                    return
+                self._deliver(answers)
+                self.deadlines.schedule(group_id, due)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the timers of this group only
+            self.deadlines.schedule(group_id, now_ms() + RETRY_TIMERS_MS)
+            self._log_failure([group_id], "timers", exc, "retried in a second")
 
     async def _create_internal_topics(self) -> None:
+        """The internal topics the coordinator asks for, created upstream (one CreateTopics at a time, with
+        the time-out; what it did not send is sent by the next)."""
         wanted = self.coordinator.streams.internal_topics_to_create
         if not wanted:
             return
-        create = message_class("CreateTopicsRequest")
-        topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions,
-                                        replication_factor=t.replication_factor,
-                                        configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
-                  for t in wanted.values()]
-        response = await self.upstream.bootstrap.send(create(topics=topics, timeout_ms=30_000))
-        wanted.clear()
-        log.info("created internal topics upstream: %s", {t.name: t.error_code for t in response.topics})
-        self._topics_at = 0.0
+        async with self._creating:
+            sent = dict(wanted)
+            if not sent:
+                return
+            create = message_class("CreateTopicsRequest")
+            topics = [create.CreatableTopic(name=t.name, num_partitions=t.partitions,
+                                            replication_factor=t.replication_factor,
+                                            configs=[create.CreatableTopicConfig(name=k, value=v) for k, v in t.configs])
+                      for t in sent.values()]
+            response = await self._upstream(self.upstream.bootstrap.send(create(topics=topics, timeout_ms=30_000)))
+            for name in sent:
+                wanted.pop(name, None)
+            log.info("created internal topics upstream: %s", {t.name: t.error_code for t in response.topics})
+            self.topics.invalidate()
 
     def _find_coordinator(self, header: Message, request: Message) -> Awaitable[Message] | None:
         version = header.request_api_version
@@ -357,21 +433,25 @@ class ManagedGroups:
         offsets upstream, as the broker deletes an empty group."""
         _, cls = api_classes(apis.DELETE_GROUPS)
         results, empty = {}, []
-        async with self._lock:
-            for group_id in dict.fromkeys(request.groups_names):
+        for group_id in dict.fromkeys(request.groups_names):
+            async with self._lock(group_id):
                 if self._active(group_id):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id, error_code=apis.NON_EMPTY_GROUP)
                     continue
                 change = self.coordinator.begin(group_id)
-                records = self.coordinator.forget(group_id)
+                try:
+                    records = self.coordinator.forget(group_id)
+                except Exception:
+                    change.rollback()
+                    raise
                 if not await self._persist(group_id, records, change):
                     results[group_id] = cls.DeletableGroupResult(group_id=group_id,
                                                                  error_code=apis.COORDINATOR_NOT_AVAILABLE)
                     continue
                 empty.append(group_id)
         for group_id in empty:
-            upstream = await self.upstream.coordinator(group_id)
-            answer = await upstream.send(request.replace(groups_names=[group_id]), header.request_api_version)
+            answer = await self._send_to_coordinator(group_id, request.replace(groups_names=[group_id]),
+                                                     header.request_api_version)
             results[group_id] = answer.results[0]
         return cls(results=[results[g] for g in dict.fromkeys(request.groups_names)])
 
@@ -387,8 +467,8 @@ class ManagedGroups:
             partition_index=p.partition_index, error_code=apis.GROUP_SUBSCRIBED_TO_TOPIC) for p in t.partitions])
             for t in kept]
         if rest or not kept:
-            upstream = await self.upstream.coordinator(request.group_id)
-            answer = await upstream.send(request.replace(topics=rest), header.request_api_version)
+            answer = await self._send_to_coordinator(request.group_id, request.replace(topics=rest),
+                                                     header.request_api_version)
             if answer.error_code and not kept:
                 return answer
             answers += list(answer.topics)
@@ -403,7 +483,7 @@ class ManagedGroups:
         version = header.request_api_version
         target = current_target.get()
         upstream = self.upstream.connection(target) if target is not None else self.upstream.bootstrap
-        answer = await upstream.send(request, version)
+        answer = await self._upstream(upstream.send(request, version))
         if answer.error_code:
             return answer
         listed = [g for g in answer.groups if g.group_id not in self.groups]
@@ -434,10 +514,10 @@ class ManagedGroups:
         by_address: dict[Any, list[str]] = {}
         for group_id in named:
             if group_id not in self.groups:
-                connection = await self.upstream.coordinator(group_id)
+                connection = await self._upstream(self.upstream.coordinator(group_id))
                 by_address.setdefault(id(connection), [connection]).append(group_id)
         for connection, *groups in by_address.values():
-            parts.append(await connection.send(apis.with_groups(api_key, request, groups), version))
+            parts.append(await self._upstream(connection.send(apis.with_groups(api_key, request, groups), version)))
         _, cls = api_classes(api_key)
         return apis.merged(api_key, cls, named, parts)
 
@@ -459,8 +539,7 @@ class ManagedGroups:
         changes = {"generation_id_or_member_epoch": -1, "member_id": ""}
         if hasattr(request, "group_instance_id"):
             changes["group_instance_id"] = None
-        upstream = await self.upstream.coordinator(request.group_id)
-        return await upstream.send(request.replace(**changes), version)
+        return await self._send_to_coordinator(request.group_id, request.replace(**changes), version)
 
     async def _offset_fetch(self, header: Message, request: Message) -> Message:
         version = header.request_api_version
@@ -478,8 +557,7 @@ class ManagedGroups:
             group_id = request.groups[0].group_id
         else:
             group_id = request.group_id
-        upstream = await self.upstream.coordinator(group_id)
-        return await upstream.send(request, version)
+        return await self._send_to_coordinator(group_id, request, version)
 
     def _check_fetch(self, group_id: str, member_id: str, epoch: int) -> int:
         """0 when `member_id` at `epoch` may fetch the group's offsets (a classic member: its generation)."""
@@ -496,10 +574,9 @@ class ManagedGroups:
         name = getattr(topic, "name", "")
         if name or topic.topic_id == ZERO_UUID:
             return name
-        if topic.topic_id not in self._topic_names:
-            self._topics_at = 0.0
-            await self._refresh_topics()
-        return self._topic_names.get(topic.topic_id)
+        if topic.topic_id not in self.topics.names:
+            await self.topics.refresh(force=True)
+        return self.topics.names.get(topic.topic_id)
 
 
 def commit_refusal(api_key: int, request: Message, error: int) -> Message:
@@ -543,6 +620,11 @@ def _subscribed_topics(kind: str, group: Any) -> set[str]:
 async def _maybe_await(value: Any) -> Any:
     """The state log answers at once, the state topic after a round trip."""
     return await value if inspect.isawaitable(value) else value
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a group's change failed: %r", task.exception())
 
 
 def _ready(value: Message) -> asyncio.Future:

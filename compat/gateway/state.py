@@ -21,7 +21,10 @@ RETRIABLE = {3, 5, 6}  # unknown topic or partition, leader not available, not l
 
 class StateLog:
     """The records in one log segment under `directory`. A write is whole or absent: one that fails
-    (ENOSPC, EIO, a read-only disk) is cut off again, so the next one follows the last good batch."""
+    (ENOSPC, EIO, a read-only disk) is cut off again, so the next one follows the last good batch.
+    `append` blocks (encoding, write, fsync): the gateway runs it off the event loop, one at a time."""
+
+    BLOCKING = True
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
@@ -72,9 +75,7 @@ class StateLog:
         batch = [Record(offset=self.next_offset + i, timestamp=now, key=k, value=v)
                  for i, (k, v) in enumerate(r.encode() for r in records)]
         data = write_batch(batch)
-        if self._size is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._size = self.path.stat().st_size if self.path.exists() else 0
+        self._known_size()
         try:
             with self.path.open("ab") as handle:
                 handle.write(data)
@@ -90,12 +91,29 @@ class StateLog:
         self._size += len(data)
         self.next_offset += len(batch)
 
+    def _known_size(self) -> int:
+        if self._size is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._size = self.path.stat().st_size if self.path.exists() else 0
+        return self._size
+
+    def mark(self) -> tuple[int, int]:
+        """Where the log ends now, for `cut_back`."""
+        return self._known_size(), self.next_offset
+
+    def cut_back(self, mark: tuple[int, int]) -> None:
+        """Drop what was appended since `mark` (a write its writers were told failed)."""
+        size, offset = mark
+        os.truncate(self.path, size)
+        self._size, self.next_offset = size, offset
+
 
 class StateTopic:
     """The same records in a compacted topic of the upstream cluster (one partition), for gateways
     without a durable local disk. Written with acks=all before anyone hears of a change."""
 
     PRODUCE_VERSION, FETCH_VERSION = 12, 12  # the last versions that name topics
+    MAX_BATCH_BYTES = 1_000_000  # one produce's records, under the broker's default message.max.bytes (1048588)
 
     def __init__(self, upstream, topic: str) -> None:
         self.upstream, self.topic = upstream, topic
@@ -131,9 +149,7 @@ class StateTopic:
     async def append(self, records: list[CoordinatorRecord]) -> None:
         if not records:
             return
-        now = int(time.time() * 1000)
-        batch = write_batch([Record(offset=i, timestamp=now, key=k, value=v)
-                             for i, (k, v) in enumerate(r.encode() for r in records)])
+        batch = await asyncio.to_thread(_encode, records)  # a large group's record: off the event loop
         produce = message_class("ProduceRequest")
         request = produce(acks=-1, timeout_ms=30_000, topic_data=[produce.TopicProduceData(
             name=self.topic, partition_data=[produce.PartitionProduceData(index=0, records=batch)])])
@@ -148,3 +164,10 @@ class StateTopic:
             if error:
                 raise ConnectionError(f"writing {self.topic}: error {error}")
             return
+
+
+def _encode(records: list[CoordinatorRecord]) -> bytes:
+    """One record batch of `records` (offsets from 0: the broker assigns them)."""
+    now = int(time.time() * 1000)
+    return write_batch([Record(offset=i, timestamp=now, key=k, value=v)
+                        for i, (k, v) in enumerate(r.encode() for r in records)])

@@ -61,13 +61,17 @@ class UpstreamConnection:
 
     async def send(self, request: Message, version: int | None = None) -> Message:
         async with self._lock:
-            if self._writer is None:
-                await self._connect()
             try:
-                return await self._exchange(request, version)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                await self._connect()  # once more on a fresh connection
-                return await self._exchange(request, version)
+                if self._writer is None:
+                    await self._connect()
+                try:
+                    return await self._exchange(request, version)
+                except (ConnectionError, asyncio.IncompleteReadError):
+                    await self._connect()  # once more on a fresh connection
+                    return await self._exchange(request, version)
+            except asyncio.CancelledError:  # a caller's time-out mid-exchange: its answer must not reach the next
+                self.close()
+                raise
 
     async def _connect(self) -> None:
         self.close()
@@ -204,11 +208,11 @@ class GroupConnection:
 
 
 def _error_codes(message: Message) -> Iterable[int]:
-    """The error codes of a group response: its own, its groups', its topics' partitions'."""
+    """The error codes of a group response: its own, its groups' (results'), its topics' partitions'."""
     if hasattr(message, "error_code"):
         yield message.error_code
-    for group in getattr(message, "groups", ()) or ():
-        yield from _error_codes(group)
+    for group in [*(getattr(message, "groups", ()) or ()), *(getattr(message, "results", ()) or ())]:
+        yield from _error_codes(group)  # DescribeGroups' and OffsetFetch's groups, DeleteGroups' results
     for topic in getattr(message, "topics", ()) or ():
         for partition in getattr(topic, "partitions", ()) or ():
             if hasattr(partition, "error_code"):

@@ -119,7 +119,7 @@ class _Run:
         self.coordinator = copy.deepcopy(_base())
         self.managed = ManagedGroups([GROUP], self.coordinator, Upstream(("127.0.0.1", 1)), None,
                                      lambda: (1, "127.0.0.1", 9092))
-        self.managed._topics_at = float("inf")  # no upstream: the topics stay as they are
+        self.managed.topics.hold()  # no upstream: the topics stay as they are
         self.failures: list[str] = []
         self.managed._log_failure = self._failed
 
