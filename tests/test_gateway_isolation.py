@@ -359,7 +359,7 @@ def test_timers_fire_on_time_with_many_groups_and_idle_groups_cost_nothing(kafka
     managed = Managed(kafka_broker, groups + idle, StateLog(tmp_path))
     try:
         coordinator = managed.managed.coordinator
-        per_group = managed.managed.per_group
+        per_group = managed.managed.coordinator
         poll_group = per_group.poll_group
         polls: list[str] = []
         expired: dict[str, int] = {}
@@ -408,7 +408,7 @@ def test_an_empty_group_is_deleted_under_its_own_lock_and_written(kafka_broker: 
             member_id=member)])).result(20).members[0].error_code == OK
         answer = managed.send(42, 2, delete(groups_names=["gone"])).result(20)
         assert answer.results[0].error_code == 69  # GROUP_ID_NOT_FOUND: the broker's own answer
-        assert "gone" not in managed.managed.per_group.group_ids()
+        assert "gone" not in managed.managed.coordinator.group_ids()
         last = rec.decode(*state.load()[-1])
         assert last.group_id == "gone" and last.value is None
     finally:
