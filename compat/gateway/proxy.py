@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat.gateway import addresses, lenient
+from compat.gateway import addresses, authorization, lenient
 from compat.gateway.limits import (LARGE_FRAME, Connections, Limits, beside_loop, decode_response_python,
                                    encode_response_python)
 from compat.gateway.limits import read_frame as limited_read_frame
@@ -40,6 +40,7 @@ MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 SIZE = struct.Struct(">i")
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 3, 10, 18, 60
 REWRITTEN = {METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER}
+AUTHORIZED_APIS = authorization.AUTHORIZED_APIS  # requests answered locally after asking the brokers' ACLs
 SASL_APIS = {17, 36}  # SaslHandshake, SaslAuthenticate: forwarded, watched (sasl.SaslTracker)
 
 # A local handler gets (request header, request body, client address) and returns an awaitable of the
@@ -283,6 +284,8 @@ class _Slot:
     api_version: int
     local: asyncio.Future | None = None
     started: float = 0.0  # when the request arrived (time.perf_counter), for the latency metrics
+    probes: list = field(default_factory=list)  # the gateway's own questions on the client's connection
+    # (authorization.py), written upstream right after the request: their answers come first
 
 
 class Session:
@@ -299,10 +302,12 @@ class Session:
         self.up_writer: asyncio.StreamWriter | None = None  # opened at the first request to forward
         self.peer = writer.get_extra_info("peername")
         writer.transport.set_write_buffer_limits(high=limits.max_buffered_response_bytes)
+        from compat.gateway.authorization import ConnectionAuthorizer
         from compat.gateway.sasl import SaslTracker
         from compat.gateway.tls import principal
 
         self.sasl = SaslTracker()
+        self.authorizer = ConnectionAuthorizer() if gateway.local is not None else None
         self.principal = principal(writer.get_extra_info("ssl_object"))  # mutual TLS: the certificate's subject
         if self.principal is not None:
             log.info("client %s: TLS client certificate %s", self.peer, self.principal)
@@ -394,10 +399,16 @@ class Session:
                 self._sasl_request(frame)
             elif (local is not None and self.may_answer_locally
                   and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys)):
-                answer = await self._try_local(frame, api_key, api_version)
-                if answer is not None:
+                local_answer = await self._try_local(frame, api_key, api_version)
+                if local_answer is not None:
+                    answer, probes = local_answer
                     self.owed += 1
-                    await self.slots.put(_Slot(api_key, api_version, answer, started))
+                    await self.slots.put(_Slot(api_key, api_version, answer, started, probes))
+                    if probes:  # in the same step as the slot: nothing else is written upstream in between
+                        assert self.up_writer is not None
+                        for probe in probes:
+                            self.up_writer.write(probe[0])
+                        await self.up_writer.drain()
                     continue
             upstream = await self._upstream()
             if expects_response(frame):
@@ -406,7 +417,7 @@ class Session:
             upstream.write(frame)
             await upstream.drain()
 
-    async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> asyncio.Future | None:
+    async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> tuple[asyncio.Future, list] | None:
         try:
             read = await lenient.find_coordinator_request(frame) if api_key == FIND_COORDINATOR and \
                 len(frame) > LARGE_FRAME else None  # a million keys: read in chunks
@@ -415,9 +426,15 @@ class Session:
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
+        if self.authorizer is not None and api_key in AUTHORIZED_APIS:
+            await self._upstream()  # the brokers' ACLs are asked on the client's own connection
+            authorization.current.set(self.authorizer)
         host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
         pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
+        probes = self.authorizer.take() if self.authorizer is not None else []
         if pending is None:
+            for probe in probes:
+                probe[3].cancel()
             return None
         response_header = message_class("ResponseHeader")(correlation_id=header.correlation_id)
         if self.principal or self.sasl.principal:
@@ -433,7 +450,7 @@ class Session:
             except Exception as exc:  # a bug answering one request costs this connection only
                 log.exception("client %s: api %d v%d failed locally", self.peer, api_key, api_version)
                 raise FrameError(f"no answer to api {api_key}: {exc}") from exc
-        return asyncio.ensure_future(answer())
+        return asyncio.ensure_future(answer()), probes
 
     def _sasl_request(self, frame: bytes) -> None:
         try:
@@ -455,10 +472,34 @@ class Session:
             log.info("client %s: SASL %s login of User:%s refused upstream", self.peer, self.sasl.mechanism,
                      self.sasl.user)
 
+    async def _probe_answers(self, probes: list) -> bool:
+        """The broker's answers to the gateway's probes on this connection (False: the broker hung up)."""
+        for i, (_, api_key, version, future) in enumerate(probes):
+            try:
+                assert self.up_reader is not None
+                frame = await read_frame(self.up_reader, 2**31 - 1, min_frame=4)
+            except FrameError:
+                frame = None
+            if frame is None:
+                for _, _, _, waiting in probes[i:]:
+                    if not waiting.done():
+                        waiting.set_exception(ConnectionError("upstream closed the connection"))
+                return False
+            if future.done():
+                continue
+            try:
+                future.set_result(decode_response(frame, api_key, version)[1])
+            except DecodeError as exc:
+                future.set_exception(exc)
+        return True
+
     async def _responses(self) -> None:
         gateway = self.gateway
         buffered_max = gateway.limits.max_buffered_response_bytes
         while (slot := await self.slots.get()) is not None:
+            if slot.probes and not await self._probe_answers(slot.probes):
+                self.writer.close()
+                return
             if slot.local is not None:
                 try:
                     frame = await slot.local
