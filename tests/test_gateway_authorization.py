@@ -47,25 +47,33 @@ ACLS: dict[str, list[tuple[int, str, int]]] = {
     "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ)],
 }
 PRINCIPALS = [p for p in ACLS if p != "app"]
+REAUTH_MS = 6000
 
 
 class Client:
     """A raw client logged in with SASL PLAIN."""
 
-    def __init__(self, address: str, user: str) -> None:
+    def __init__(self, address: str, user: str | None) -> None:
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.correlation = 0
-        assert self.send(mc("SaslHandshakeRequest")(mechanism="PLAIN"), 1).error_code == 0
-        login = self.send(mc("SaslAuthenticateRequest")(
-            auth_bytes=b"\0" + user.encode() + b"\0" + USERS[user].encode()), 2)
-        assert login.error_code == 0, login
+        if user is not None:
+            assert self.send(mc("SaslHandshakeRequest")(mechanism="PLAIN"), 1).error_code == 0
+            login = self.send(*_login(user))
+            assert login.error_code == 0, login
+            self.lifetime_ms = login.session_lifetime_ms
 
-    def send(self, request: Any, version: int) -> Any:
+    def frame(self, request: Any, version: int) -> bytes:
         self.correlation += 1
         header = mc("RequestHeader")(request_api_key=request.api_key, request_api_version=version,
                                      correlation_id=self.correlation, client_id="authz-test")
-        self.sock.sendall(encode_request(header, request))
+        return encode_request(header, request)
+
+    def send(self, request: Any, version: int) -> Any:
+        self.sock.sendall(self.frame(request, version))
+        return self.receive(request, version)
+
+    def receive(self, request: Any, version: int) -> Any:
         size = self._read(4)
         return decode_response(size + self._read(struct.unpack(">i", size)[0]), request.api_key, version)[1]
 
@@ -80,6 +88,10 @@ class Client:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _login(user: str) -> tuple[Any, int]:
+    return mc("SaslAuthenticateRequest")(auth_bytes=b"\0" + user.encode() + b"\0" + USERS[user].encode()), 2
 
 
 @dataclass
@@ -104,6 +116,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
         "super.users": "User:ANONYMOUS;User:gateway",  # ANONYMOUS: the PLAINTEXT inter-broker and admin listener
+        "connections.max.reauth.ms": str(REAUTH_MS),  # KIP-368: the good clients re-authenticate meanwhile
     }, sasl_plain_users=USERS, ready_timeout=120)
     process = None
     try:
@@ -315,3 +328,98 @@ def test_offsets_never_written_without_read(setup: Setup, consumers: None) -> No
     finally:
         admin.close()
     assert all(p.committed_offset != 999 for g in fetched.groups for t in g.topics for p in t.partitions)
+
+
+# --- logins read as the broker reads them ---------------------------------------------------------------------
+
+def _described_by_gateway(answer: Any) -> bool:
+    """The gateway's DescribeGroups of MANAGED shows the good client; the broker has no member of it."""
+    group = answer.groups[0]
+    return group.error_code == 0 and group.group_state == "Stable" and len(group.members) == 1
+
+
+def test_handshake_with_a_trailing_byte_is_a_login(setup: Setup, consumers: None) -> None:
+    """Kafka reads a SaslHandshake with bytes after it: so does the gateway, and it keeps the group its own."""
+    client = Client(setup.gateway, None)
+    try:
+        handshake = mc("SaslHandshakeRequest")(mechanism="PLAIN")
+        frame = client.frame(handshake, 1) + b"\0"
+        client.sock.sendall(struct.pack(">i", len(frame) - 4) + frame[4:])
+        assert client.receive(handshake, 1).error_code == 0
+        assert client.send(*_login("app")).error_code == 0
+        describe = mc("DescribeGroupsRequest")(groups=[MANAGED])
+        assert _described_by_gateway(client.send(describe, 5))
+    finally:
+        client.close()
+
+
+def test_login_pipelined_with_group_requests(setup: Setup, consumers: None) -> None:
+    """Handshake, login and a DescribeGroups of the managed group in one write: the gateway answers it."""
+    client = Client(setup.gateway, None)
+    try:
+        handshake, login, describe = (mc("SaslHandshakeRequest")(mechanism="PLAIN"), _login("app"),
+                                      mc("DescribeGroupsRequest")(groups=[MANAGED]))
+        client.sock.sendall(client.frame(handshake, 1) + client.frame(*login) + client.frame(describe, 5))
+        assert client.receive(handshake, 1).error_code == 0
+        assert client.receive(*login).error_code == 0
+        assert _described_by_gateway(client.receive(describe, 5))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("password", ["wrong", None])
+def test_group_request_before_a_completed_login_is_not_answered(setup: Setup, consumers: None,
+                                                                password: str | None) -> None:
+    """A wrong password, or no login at all: the broker hangs up, and so does the gateway, answering nothing."""
+    client = Client(setup.gateway, None)
+    try:
+        describe = mc("DescribeGroupsRequest")(groups=[MANAGED])
+        frames = b""
+        if password is not None:
+            frames += client.frame(mc("SaslHandshakeRequest")(mechanism="PLAIN"), 1) + client.frame(
+                mc("SaslAuthenticateRequest")(auth_bytes=b"\0app\0" + password.encode()), 2)
+        client.sock.sendall(frames + client.frame(describe, 5))
+        if password is not None:
+            assert client.receive(mc("SaslHandshakeRequest")(mechanism="PLAIN"), 1).error_code == 0
+            assert client.receive(mc("SaslAuthenticateRequest")(auth_bytes=b""), 2).error_code == 58
+        with pytest.raises((ConnectionError, OSError)):
+            client.receive(describe, 5)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("group", [MANAGED, BROKER])
+def test_session_lifetime_ends_local_answers(setup: Setup, consumers: None, group: str) -> None:
+    """KIP-368: past its session lifetime a connection that did not re-authenticate is closed at its next
+    request, by the broker for its group and by the gateway for the group it answers itself."""
+    client = Client(setup.gateway, "app")
+    try:
+        assert 0 < client.lifetime_ms <= REAUTH_MS
+        describe = mc("DescribeGroupsRequest")(groups=[group])
+        time.sleep(client.lifetime_ms / 1000 - 0.5)
+        assert client.send(describe, 5).groups[0].error_code == 0  # the gateway's answers remembered: not enough
+        time.sleep(0.7)
+        with pytest.raises((ConnectionError, OSError)):
+            client.send(describe, 5)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("user", PRINCIPALS)
+def test_mixed_describe_same_as_broker(setup: Setup, consumers: None, user: str) -> None:
+    """A DescribeGroups naming the managed group and a broker group: each described as the broker describes the
+    other, the broker's part asked on the client's own connection (its ACLs), refused groups first."""
+    client = Client(setup.gateway, user)
+    try:
+        answer = client.send(mc("DescribeGroupsRequest")(groups=[MANAGED, BROKER],
+                                                         include_authorized_operations=True), 5)
+    finally:
+        client.close()
+    by_id = {g.group_id: g for g in answer.groups}
+    assert _normal(by_id[MANAGED], MANAGED, BROKER) == _normal(by_id[BROKER], BROKER, BROKER)
+    allowed = user != "none"
+    assert by_id[BROKER].error_code == (0 if allowed else 30)
+    if allowed:
+        operations = {"group": 0b100001000, "grouptopic": 0b100001000, "describe": 0b100000000,
+                      "delete": 0b101000000}[user]  # READ 3, DELETE 6, DESCRIBE 8
+        assert by_id[MANAGED].authorized_operations == operations

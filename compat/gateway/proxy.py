@@ -119,9 +119,7 @@ class Gateway:
         self.connections: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        ssl = self.tls.context if self.tls is not None else None
-        server = await asyncio.start_server(lambda r, w: self._accept(r, w, self._sni_target(w)), *self.listen,
-                                            ssl=ssl)
+        server = await self._listen(self.listen[0], self.listen[1], None)
         self.servers.append(server)
         self.port = server.sockets[0].getsockname()[1]
         await self._discover()
@@ -146,9 +144,7 @@ class Gateway:
             self.brokers.local_port[node_id] = self.brokers.sni.port or self.port  # the one SNI port
         elif node_id not in self.brokers.local_port:
             wanted = 0 if self.broker_port_base is None else self.broker_port_base + node_id
-            server = await asyncio.start_server(lambda r, w: self._accept(r, w, self.brokers.upstream[node_id]),
-                                                self.listen[0], wanted,
-                                                ssl=self.tls.context if self.tls is not None else None)
+            server = await self._listen(self.listen[0], wanted, node_id)
             self.servers.append(server)
             self.brokers.local_port[node_id] = server.sockets[0].getsockname()[1]
         return self.brokers.local(node_id)  # type: ignore[return-value]
@@ -158,7 +154,8 @@ class Gateway:
         for server in self.servers:
             server.close()
         deadline = time.monotonic() + drain_s
-        while any(s.owed for s in self.admission.open) and time.monotonic() < deadline:
+        while any(a.session is not None and a.session.owed for a in self.admission.open) \
+                and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         for task in list(self.connections):
             task.cancel()
@@ -173,25 +170,74 @@ class Gateway:
         node = self.brokers.sni.node_of(self.tls.server_name(writer.get_extra_info("ssl_object")))
         return self.brokers.upstream.get(node, self.bootstrap) if node is not None else self.bootstrap
 
+    async def _listen(self, host: str, port: int, node_id: int | None) -> Any:
+        """A listener for the bootstrap (`node_id` None) or one broker. TLS listeners accept sockets themselves
+        (tls.TlsServer): the limits count a connection at accept, before its handshake, as the broker does."""
+        def target() -> tuple[str, int] | None:
+            return self.brokers.upstream[node_id] if node_id is not None else None
+        if self.tls is None:
+            return await asyncio.start_server(lambda r, w: self._accept(r, w, target()), host, port)
+        from compat.gateway.tls import TlsServer, quiet_tls_errors
+
+        quiet_tls_errors(asyncio.get_running_loop(), self.log_limited)
+        return await TlsServer.start(host, port, lambda sock: self._accept_tls(sock, target()))
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      target: tuple[str, int]) -> None:
+                      target: tuple[str, int] | None) -> None:
+        """A plaintext connection: admitted (or refused) at once, then its session. `target`: the upstream
+        broker of this listener, None for the bootstrap listener."""
+        admitted = _Admitted(writer.transport.abort)
+        if self._admit(admitted, writer.get_extra_info("peername")):
+            await self._serve(admitted, reader, writer, target)
+
+    async def _accept_tls(self, sock: Any, target: tuple[str, int] | None) -> None:
+        """A TLS connection: admitted (or refused) before its handshake, which must end within
+        gateway.tls.handshake.timeout.ms; a failed one is one throttled line, never a traceback."""
+        from compat.gateway.tls import accept_tls
+
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            sock.close()
+            return
+        admitted = _Admitted(sock.close)
+        if not self._admit(admitted, peer):
+            return
+        try:
+            reader, writer = await accept_tls(sock, self.tls.context, self.limits.tls_handshake_timeout_ms / 1000)
+        except (OSError, EOFError, asyncio.TimeoutError, ValueError, UnicodeError) as exc:
+            self.admission.release(admitted)
+            sock.close()
+            self.log_limited(("tls handshake", type(exc).__name__), "client %s: TLS handshake failed: %s", peer,
+                             str(exc) or type(exc).__name__)
+            return
+        except asyncio.CancelledError:
+            self.admission.release(admitted)
+            sock.close()
+            raise
+        await self._serve(admitted, reader, writer, target if target is not None else self._sni_target(writer))
+
+    def _admit(self, admitted: _Admitted, peer: Any) -> bool:
+        refused = self.admission.admit(admitted, peer[0] if isinstance(peer, tuple) else str(peer), admitted.idle)
+        if refused is not None:
+            self.log_limited(("refused", refused), "client %s refused: %s", peer, refused)
+            admitted.close()
+        return refused is None
+
+    async def _serve(self, admitted: _Admitted, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     target: tuple[str, int] | None) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
-        session = Session(self, reader, writer, target)
-        peer = session.peer
-        refused = self.admission.admit(session, peer[0] if isinstance(peer, tuple) else str(peer), session.idle)
-        if refused is not None:
-            self.log_limited(("refused", refused), "client %s refused: %s", peer, refused)
-            writer.close()
-            return
         try:
+            admitted.session = session = Session(self, reader, writer, target if target is not None
+                                                 else self.bootstrap)
             await session.run()
         except asyncio.CancelledError:
             writer.close()  # the gateway is closing: not an error of this connection's
         finally:
-            self.admission.release(session)
+            self.admission.release(admitted)
 
     def log_limited(self, key: Any, message: str, *args: Any, level: int = logging.WARNING) -> None:
         """A warning logged at most once per key every 10 s, with how many were held back."""
@@ -288,6 +334,23 @@ class _Slot:
     # (authorization.py), written upstream right after the request: their answers come first
 
 
+class _Admitted:
+    """A connection counted by the limits from its accept: its session once the TLS handshake is done."""
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self.close = close
+        self.session: Session | None = None
+
+    def idle(self) -> float | None:
+        return self.session.idle() if self.session is not None else None  # a handshake is never the idlest
+
+    def evict(self) -> None:
+        if self.session is not None:
+            self.session.evict()
+        else:
+            self.close()
+
+
 class Session:
     """One client connection and its upstream connection."""
 
@@ -314,9 +377,10 @@ class Session:
 
     @property
     def may_answer_locally(self) -> bool:
-        """Upstream SASL listeners: only a connection whose login the broker accepted."""
-        security = self.gateway.upstream_security
-        return security is None or not security.sasl or self.sasl.authenticated
+        """Every connection: the authorization probes each local answer waits for reach the broker after the
+        connection's login requests, and the broker answers them only on a connection it logged in
+        (otherwise it hangs up, and so does the gateway, without answering)."""
+        return self.authorizer is not None
 
     async def run(self) -> None:
         observer = self.gateway.observer
@@ -395,6 +459,10 @@ class Session:
                 raise FrameError(str(exc)) from None
             if observer is not None:
                 observer.bytes_in(len(frame))
+            if self.sasl.expired(api_key, self.active_at):  # KIP-368: the broker closes such a connection
+                self.gateway.log_limited(("session expired", self.peer), "client %s: closing connection: its "
+                                         "SASL session lifetime ended without re-authentication", self.peer)
+                return
             if api_key in SASL_APIS:
                 self._sasl_request(frame)
             elif (local is not None and self.may_answer_locally
@@ -454,10 +522,16 @@ class Session:
 
     def _sasl_request(self, frame: bytes) -> None:
         try:
-            header, body = decode_request(frame)
+            header, body = lenient.decode_request(frame)  # as the broker reads it (bytes after it ignored)
         except DecodeError:
             return  # the broker judges it
         self.sasl.request(header.request_api_key, body)
+
+    def _sasl_confirmed(self) -> None:
+        self.sasl.confirmed()
+        if self.sasl.authenticated:
+            log.info("client %s: SASL %s login%s accepted upstream", self.peer, self.sasl.mechanism,
+                     f" of {self.sasl.principal}" if self.sasl.principal else "")
 
     def _sasl_response(self, slot: _Slot, frame: bytes) -> None:
         try:
@@ -497,9 +571,12 @@ class Session:
         gateway = self.gateway
         buffered_max = gateway.limits.max_buffered_response_bytes
         while (slot := await self.slots.get()) is not None:
-            if slot.probes and not await self._probe_answers(slot.probes):
-                self.writer.close()
-                return
+            if slot.probes:
+                if not await self._probe_answers(slot.probes):
+                    self.writer.close()
+                    return
+                if not self.sasl.authenticated and self.sasl.rounds:
+                    self._sasl_confirmed()
             if slot.local is not None:
                 try:
                     frame = await slot.local
@@ -522,10 +599,12 @@ class Session:
                         gateway.observer.upstream_error("closed")
                     self.writer.close()
                     return
+                if slot.api_key in SASL_APIS:
+                    self._sasl_response(slot, frame)
+                elif not self.sasl.authenticated and self.sasl.rounds:
+                    self._sasl_confirmed()
                 if slot.api_key in REWRITTEN:
                     frame = await gateway.rewrite(slot.api_key, slot.api_version, frame)
-                elif slot.api_key in SASL_APIS:
-                    self._sasl_response(slot, frame)
             if gateway.observer is not None:
                 gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
                                           time.perf_counter() - slot.started)
