@@ -471,12 +471,11 @@ class ManagedGroups:
         api_key, version = header.request_api_key, header.request_api_version
         named = apis.named_groups(api_key, version, request)
         ours = apis.with_groups(api_key, request, managed)
-        parts = [await self._answer(header, ours, "")]
-        by_address: dict[Any, list[str]] = {}
-        for group_id in named:
-            if group_id not in self.groups:
-                connection = await self.upstream.coordinator(group_id)
-                by_address.setdefault(id(connection), [connection]).append(group_id)
+        parts = [await self._answer(header, ours, "")] if managed else []
+        by_address: dict[Any, list[Any]] = {}  # one request per coordinator, its groups found in one request
+        coordinators = await self.upstream.coordinators([g for g in named if g not in self.groups])
+        for group_id, connection in coordinators.items():
+            by_address.setdefault(id(connection), [connection]).append(group_id)
         for connection, *groups in by_address.values():
             parts.append(await connection.send(apis.with_groups(api_key, request, groups), version))
         _, cls = api_classes(api_key)
