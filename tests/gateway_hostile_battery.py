@@ -199,3 +199,36 @@ def test_upstream_unreachable_is_logged_a_few_times_not_thousands(tmp_path: Path
         assert attempts > 50 and 1 <= len(lines) <= 3
     finally:
         gateway.stop()
+
+
+def test_describe_of_a_managed_group_and_20000_others_is_not_amplified(kafka_broker: KafkaBroker,
+                                                                         tmp_path: Path) -> None:
+    """Issue 33, finding 7: a DescribeGroups naming the managed group and 20,000 others became 40,000
+    sequential upstream requests (17 s) and a coordinator cache that never forgot. Now the others go to the
+    broker in one request on the client's own connection (its ACLs, its answer)."""
+    group, topic = f"app-{uuid.uuid4().hex[:6]}", f"good-{uuid.uuid4().hex[:6]}"
+    kafka_broker.create_topic(topic, 2)
+    gateway = Gateway(kafka_broker.bootstrap, [group], tmp_path)
+    good = GoodClient(kafka_broker, gateway.bootstrap, group, topic)
+    try:
+        good.wait_for(50)
+        rss = gateway.rss_mb()
+        others = [f"other-{i}" for i in range(20_000)]
+        request = message_class("DescribeGroupsRequest")(groups=[group, *others])
+        started = time.monotonic()
+        with Connection("127.0.0.1", gateway.port) as client:
+            answer = client.send(request, 5)
+            elapsed = time.monotonic() - started
+            seen = len(good.seen)
+            good.wait_for(seen + 20)
+        described = {g.group_id: g for g in answer.groups}
+        print(f"\nDescribeGroups of 1 managed + 20,000 other groups: {elapsed:.1f} s, gateway RSS "
+              f"{rss:.0f} -> {gateway.rss_mb():.0f} MB")
+        assert set(described) == {group, *others}
+        assert described[group].group_state == "Stable" and len(described[group].members) == 1
+        assert all(described[g].group_state == "Dead" for g in others[:100])
+        assert elapsed < 5 and gateway.rss_mb() - rss < 20  # was 17 s and +24 MB kept
+    finally:
+        good.stop()
+        gateway.stop()
+    assert "Traceback" not in gateway.log.read_text()

@@ -412,3 +412,120 @@ def test_plaintext_and_tls_listeners_side_by_side(secure: Secure) -> None:
         consumer.close()
     finally:
         stop_process(process, 10)
+
+
+# --- limits before TLS, TLS errors as one line (issue 33) ------------------------------------------------------
+
+def _tls_gateway(secure: Secure, tmp_path: Path, *limits: str, metrics: bool = False) -> tuple[subprocess.Popen, str,
+                                                                                              Path]:
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'upstream = "{secure.broker.sasl_ssl_bootstrap}"\nlisten = "127.0.0.1:0"\n'
+                      f'upstream_config = "{secure.upstream_config}"\ntls_cert = "{secure.gateway_cert.cert}"\n'
+                      f'tls_key = "{secure.gateway_cert.key}"\n' + ('metrics = "127.0.0.1:0"\n' if metrics else ""))
+    log = tmp_path / "gateway.log"
+    with log.open("w") as err:
+        process = subprocess.Popen([sys.executable, "-m", "kprotocol", "gateway", "--config", str(config),
+                                    *[f"--limit={x}" for x in limits]], stdout=subprocess.PIPE, stderr=err, text=True)
+    port = int(_read_line(process, r"gateway TLS on 127\.0\.0\.1:(\d+)").group(1))
+    return process, f"127.0.0.1:{port}", log
+
+
+def _tls_api_versions(address: str, ca: Path, source: str) -> int:
+    """An ApiVersions over TLS from `source` (another loopback address than the flood's)."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0)) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as sock:
+            return _exchange(sock, message_class("ApiVersionsRequest")(client_software_name="t",
+                                                                       client_software_version="1"), 3).error_code
+
+
+def test_silent_sockets_on_the_tls_listener_are_limited_at_accept(secure: Secure, tmp_path: Path) -> None:
+    """400 sockets that never start TLS: past max.connections.per.ip they are closed at accept, the others at
+    gateway.tls.handshake.timeout.ms; a client from another address is served all along."""
+    process, address, log = _tls_gateway(secure, tmp_path, "max.connections.per.ip=20",
+                                         "gateway.tls.handshake.timeout.ms=1500")
+    host, port = address.rsplit(":", 1)
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(400):
+            silent.append(socket.create_connection((host, int(port)), timeout=5))
+        assert _tls_api_versions(address, secure.ca.cert, "127.0.0.2") == 0  # another address: served
+        time.sleep(0.5)
+        closed_at_once = sum(1 for s in silent if _closed(s, 0.01))
+        assert closed_at_once >= 380, closed_at_once  # refused at accept: no descriptor held for them
+        time.sleep(1.5)
+        assert all(_closed(s, 0.5) for s in silent)  # the handshake time-out closed the rest
+        assert _tls_api_versions(address, secure.ca.cert, "127.0.0.1") == 0
+        assert process.poll() is None
+    finally:
+        for s in silent:
+            s.close()
+        stop_process(process, 10)
+    text = log.read_text()
+    assert "Traceback" not in text and text.count("\n") < 20, text[-3000:]
+
+
+def _closed(sock: socket.socket, timeout: float) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def test_tls_errors_are_one_throttled_line(secure: Secure, tmp_path: Path) -> None:
+    """Garbage records after the handshake and server names that are not ASCII: one line per kind, no traceback."""
+    process, address, log = _tls_gateway(secure, tmp_path)
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(secure.ca.cert))
+    try:
+        for _ in range(100):
+            raw = socket.create_connection((host, int(port)), timeout=10)
+            with context.wrap_socket(raw, server_hostname=host) as sock:
+                duplicate = socket.socket(fileno=__import__("os").dup(sock.fileno()))
+                duplicate.sendall(b"\x17\x03\x03\x00\x20" + b"\x01" * 32)  # an application record nobody sealed
+                _closed(duplicate, 2)
+                duplicate.close()
+        for _ in range(5):
+            openssl = subprocess.run(["openssl", "s_client", "-connect", address, "-servername",
+                                      "br\u00f6ker.kafka.test"], input=b"", capture_output=True, timeout=20)
+            assert openssl.returncode != 0 or b"CONNECTED" in openssl.stdout
+        assert _tls_api_versions(address, secure.ca.cert, "127.0.0.1") == 0
+    finally:
+        stop_process(process, 10)
+    text = log.read_text()
+    assert "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
+    assert 1 <= text.count("TLS error") <= 3, text[-3000:]
+    assert 1 <= text.count("not ASCII") <= 2, text[-3000:]
+
+
+def test_idle_metrics_connections_cost_no_kafka_client(secure: Secure, tmp_path: Path) -> None:
+    """320 idle HTTP connections to /metrics: past gateway.metrics.max.connections closed at accept, the rest
+    at gateway.metrics.timeout.ms; Kafka clients are served meanwhile, and a scrape afterwards."""
+    process, address, log = _tls_gateway(secure, tmp_path, "gateway.metrics.timeout.ms=1500",
+                                         "gateway.metrics.max.connections=8", metrics=True)
+    metrics = _read_line(process, r"metrics on (http://\S+)/metrics").group(1)
+    host, port = metrics.removeprefix("http://").rsplit(":", 1)
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(320):
+            idle.append(socket.create_connection((host, int(port)), timeout=5))
+        time.sleep(0.5)
+        assert sum(1 for s in idle if _closed(s, 0.01)) >= 310  # only the cap's worth kept
+        descriptors = len(list(Path(f"/proc/{process.pid}/fd").iterdir()))
+        assert descriptors < 100, descriptors
+        assert _tls_api_versions(address, secure.ca.cert, "127.0.0.1") == 0  # a Kafka client: served
+        time.sleep(1.5)
+        assert all(_closed(s, 0.5) for s in idle)  # the time-out closed the rest
+        with urllib.request.urlopen(f"{metrics}/metrics", timeout=10) as response:
+            assert b"kprotocol_gateway_connections" in response.read()
+        with urllib.request.urlopen(f"{metrics}/healthz", timeout=10) as response:
+            assert response.read() == b"ok\n"
+    finally:
+        for s in idle:
+            s.close()
+        stop_process(process, 10)
+    assert "Traceback" not in log.read_text()

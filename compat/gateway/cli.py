@@ -127,7 +127,7 @@ async def _serve(args: argparse.Namespace) -> None:
         metrics.state_loaded = True
         metrics.upstream_check = lambda: check_upstream(args.upstream, security)
         try:
-            port = metrics.serve(*args.metrics, asyncio.get_running_loop())
+            port = metrics.serve(*args.metrics, asyncio.get_running_loop(), gateway.limits)
         except OSError as exc:
             raise StartError(f"--metrics {args.metrics[0]}:{args.metrics[1]}: {exc.strerror or exc}") from None
         print(f"metrics on http://{args.metrics[0]}:{port}/metrics", flush=True)

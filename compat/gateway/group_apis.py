@@ -102,11 +102,18 @@ def error_answer(api_key: int, version: int, request: Message, code: int, messag
     if api_key == OFFSET_DELETE:
         return cls(error_code=code, topics=[])
     if api_key == JOIN_GROUP:
-        return cls(error_code=code, member_id=request.member_id, generation_id=-1)
+        return join_refusal_shape(version, cls(error_code=code, member_id=request.member_id, generation_id=-1))
     fields: dict[str, Any] = {"error_code": code}
     if message is not None and "error_message" in _field_names(cls):
         fields["error_message"] = message
     return cls(**fields)
+
+
+def join_refusal_shape(version: int, response: Message) -> Message:
+    """A JoinGroup refusal as the broker sends it: no protocol name (null from v7, where it may be)."""
+    if response.error_code and version >= 7 and response.protocol_name == "":
+        return response.replace(protocol_name=None)
+    return response
 
 
 def not_this_kind(api_key: int, version: int, request: Message) -> Message:

@@ -1,7 +1,10 @@
 """What one client may cost the gateway, in the terms of Kafka's broker configs.
 
-`max.connections` and `max.connections.per.ip` cap the connections (at the cap, the connection idle
-the longest makes way, else the new one is closed), `connections.max.idle.ms` closes a connection
+`max.connections` and `max.connections.per.ip` cap the connections, counted at accept as the broker
+counts them, before any TLS handshake (at the cap, the connection idle the longest makes way, else the
+new one is closed), a TLS handshake must end within `gateway.tls.handshake.timeout.ms`, the metrics
+endpoint serves at most `gateway.metrics.max.connections` at once, each within
+`gateway.metrics.timeout.ms`, `connections.max.idle.ms` closes a connection
 with nothing to say, a frame must arrive whole within `gateway.request.read.timeout.ms` of its first
 byte (slowloris, a claimed 100 MB frame), `socket.request.max.bytes` bounds a request. A connection
 with `gateway.max.inflight.requests` unanswered requests, or `gateway.max.buffered.response.bytes`
@@ -41,13 +44,19 @@ class Limits:
     max_inflight_requests: int = 500
     max_buffered_response_bytes: int = 16 << 20
     socket_request_max_bytes: int = 100 << 20
+    tls_handshake_timeout_ms: int = 10_000
+    metrics_max_connections: int = 16
+    metrics_timeout_ms: int = 10_000
 
     NAMES = {"max.connections": "max_connections", "max.connections.per.ip": "max_connections_per_ip",
              "connections.max.idle.ms": "connections_max_idle_ms",
              "gateway.request.read.timeout.ms": "request_read_timeout_ms",
              "gateway.max.inflight.requests": "max_inflight_requests",
              "gateway.max.buffered.response.bytes": "max_buffered_response_bytes",
-             "socket.request.max.bytes": "socket_request_max_bytes"}
+             "socket.request.max.bytes": "socket_request_max_bytes",
+             "gateway.tls.handshake.timeout.ms": "tls_handshake_timeout_ms",
+             "gateway.metrics.max.connections": "metrics_max_connections",
+             "gateway.metrics.timeout.ms": "metrics_timeout_ms"}
 
     @classmethod
     def from_kafka(cls, configs: Mapping[str, str]) -> Limits:

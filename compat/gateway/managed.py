@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from compat.coordinator import MigrationCoordinator
+from compat.gateway import authorization
 from compat.gateway import group_apis as apis
 from compat.gateway.group_commit import GroupCommit
 from compat.gateway.state import StateLog, StateTopic
@@ -112,17 +113,43 @@ class ManagedGroups:
 
     def __call__(self, header: Message, request: Message, client_host: str) -> Awaitable[Message] | None:
         api_key, version = header.request_api_key, header.request_api_version
+        auth = authorization.current.get()  # the client's connection, to ask the brokers' ACLs on
         if api_key == FIND_COORDINATOR:
-            return self._find_coordinator(header, request)
+            answer = self._find_coordinator(header, request)
+            if answer is None or auth is None:
+                return answer
+            return authorization.find_coordinator(auth, version, request, answer)
         if api_key == apis.LIST_GROUPS:
-            return self._guard(header, request, [], self._list_groups(header, request))
+            if auth is None:
+                return self._guard(header, request, [], self._list_groups(header, request))
+            held = [g for g in sorted(self.groups) if self._kind(g) is not None]
+            return self._guard(header, request, [], authorization.list_groups(
+                auth, version, request, held, lambda upstream, shown: self._list_groups(header, request, upstream, shown)))
         named = apis.named_groups(api_key, version, request)
         managed = [g for g in named if g in self.groups]
         if not managed:
             return None
+        if auth is not None:  # the broker's authorization first, for the client's own principal
+            checks = authorization.Checks(auth, api_key, version, request, managed, self._topology_topics)
+            others = None
+            if len(managed) < len(named):  # the other groups: the broker the client's connection goes to answers
+                others = auth.ask(apis.with_groups(api_key, request, [g for g in named if g not in self.groups]),
+                                  version)
+            return self._guard(header, request, managed, checks.run(
+                lambda req: self._answer(header, req, client_host), others))
         if len(managed) < len(named):  # some of a request's groups are managed: those answered here, the rest upstream
             return self._guard(header, request, managed, self._split(header, request, managed))
         return self._guard(header, request, managed, self._answer(header, request, client_host))
+
+    def _topology_topics(self, group_id: str) -> set[str]:
+        """The topics a managed streams group's topology names (what StreamsGroupDescribe shows of it)."""
+        group = self.coordinator.streams.group(group_id)
+        topology = getattr(group, "topology", None) if group is not None else None
+        if topology is None:
+            return set()
+        return {t for s in topology.subtopologies for t in [
+            *s.source_topics, *getattr(s, "repartition_sink_topics", ()),
+            *(r.name for r in s.repartition_source_topics), *(c.name for c in getattr(s, "state_changelog_topics", ()))]}
 
     async def _answer(self, header: Message, request: Message, client_host: str) -> Message:
         """The answer to a request naming managed groups only."""
@@ -475,15 +502,20 @@ class ManagedGroups:
         order = {t.name: i for i, t in enumerate(request.topics)}
         return cls(topics=sorted(answers, key=lambda t: order.get(t.name, 0)))
 
-    async def _list_groups(self, header: Message, request: Message) -> Message:
+    async def _list_groups(self, header: Message, request: Message, upstream_answer: Message | None = None,
+                           shown: Collection[str] | None = None) -> Message:
         """The broker's list without the managed groups, then the managed groups as the gateway holds them
-        (on the connection that names the gateway as their coordinator), filtered as Kafka filters."""
+        (on the connection that names the gateway as their coordinator), filtered as Kafka filters. With
+        authorization, `upstream_answer` is the broker's list for the client's own principal and `shown` the
+        managed groups that principal may see."""
         from compat.gateway.proxy import current_target
 
         version = header.request_api_version
-        target = current_target.get()
-        upstream = self.upstream.connection(target) if target is not None else self.upstream.bootstrap
-        answer = await self._upstream(upstream.send(request, version))
+        answer = upstream_answer
+        if answer is None:
+            target = current_target.get()
+            upstream = self.upstream.connection(target) if target is not None else self.upstream.bootstrap
+            answer = await self._upstream(upstream.send(request, version))
         if answer.error_code:
             return answer
         listed = [g for g in answer.groups if g.group_id not in self.groups]
@@ -493,7 +525,7 @@ class ManagedGroups:
             types = {t.lower() for t in (getattr(request, "types_filter", None) or ())}
             for group_id in sorted(self.groups):
                 kind = self._kind(group_id)
-                if kind is None:
+                if kind is None or (shown is not None and group_id not in shown):
                     continue
                 name, group = kind
                 state = group.state
@@ -510,12 +542,11 @@ class ManagedGroups:
         api_key, version = header.request_api_key, header.request_api_version
         named = apis.named_groups(api_key, version, request)
         ours = apis.with_groups(api_key, request, managed)
-        parts = [await self._answer(header, ours, "")]
-        by_address: dict[Any, list[str]] = {}
-        for group_id in named:
-            if group_id not in self.groups:
-                connection = await self._upstream(self.upstream.coordinator(group_id))
-                by_address.setdefault(id(connection), [connection]).append(group_id)
+        parts = [await self._answer(header, ours, "")] if managed else []
+        by_address: dict[Any, list[Any]] = {}  # one request per coordinator, its groups found in one request
+        coordinators = await self._upstream(self.upstream.coordinators([g for g in named if g not in self.groups]))
+        for group_id, connection in coordinators.items():
+            by_address.setdefault(id(connection), [connection]).append(group_id)
         for connection, *groups in by_address.values():
             parts.append(await self._upstream(connection.send(apis.with_groups(api_key, request, groups), version)))
         _, cls = api_classes(api_key)

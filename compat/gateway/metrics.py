@@ -7,8 +7,10 @@
     GET /healthz   200 while the process serves
     GET /readyz    200 once the state is loaded and the upstream cluster answers, else 503
 
-The proxy calls `GatewayMetrics` for every answer; the managed groups are read on the event loop,
-never from the HTTP thread, so a scrape sees one consistent moment.
+The proxy calls `GatewayMetrics` for every answer; the managed groups are read on the event loop, so a
+scrape sees one consistent moment. The endpoint is served on the event loop too, with its own connection
+cap and time-out (limits.py), a scrape rendered on a worker thread: idle or slow HTTP clients cost
+neither threads nor the Kafka clients' descriptors.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
+import socket
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import ThreadingWSGIServer
 
 from kprotocol.registry import api_classes
 
@@ -34,6 +35,7 @@ GROUP_STATES = ("empty", "not_ready", "assigning", "reconciling", "stable", "pre
                 "completing_rebalance", "dead")
 OFFSET_COMMIT, TXN_OFFSET_COMMIT = 8, 28
 READY_CACHE_S = 2.0
+HEAD_MAX = 8192  # an HTTP request head longer than this is closed
 
 
 def api_name(api_key: int) -> str:
@@ -71,7 +73,8 @@ class GatewayMetrics:
         self.upstream_check: Callable[[], Awaitable[None]] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._ready_at: tuple[float, str | None] = (0.0, "not checked yet")
-        self._server: ThreadingWSGIServer | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- the proxy's calls ------------------------------------------------------------------------------
 
@@ -139,31 +142,60 @@ class GatewayMetrics:
 
     # -- HTTP ---------------------------------------------------------------------------------------------
 
-    def serve(self, host: str, port: int, loop: asyncio.AbstractEventLoop) -> int:
-        """Start the HTTP endpoint on its own thread; returns its port."""
+    def serve(self, host: str, port: int, loop: asyncio.AbstractEventLoop, limits: Any = None) -> int:
+        """Start the HTTP endpoint on the event loop; returns its port. At most
+        `gateway.metrics.max.connections` at once (the others closed at accept), each answered within
+        `gateway.metrics.timeout.ms` or closed; a scrape is rendered on one of two worker threads."""
+        from compat.gateway.limits import Limits
+
         self.loop = loop
-        metrics_app = make_wsgi_app(self.registry)
+        self.limits = limits or Limits()
+        sock = socket.create_server((host, port))
+        sock.setblocking(False)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-metrics")
+        self._open = 0
+        self._starting = loop.create_task(self._start(sock))
+        return sock.getsockname()[1]
 
-        def app(environ: dict, start_response: Callable) -> list[bytes]:
-            path = environ.get("PATH_INFO", "/")
-            if path == "/healthz":
-                start_response("200 OK", [("Content-Type", "text/plain")])
-                return [b"ok\n"]
-            if path == "/readyz":
-                why = self._not_ready()
-                start_response("200 OK" if why is None else "503 Service Unavailable",
-                               [("Content-Type", "text/plain")])
-                return [(why or "ready").encode() + b"\n"]
-            return metrics_app(environ, start_response)
+    async def _start(self, sock: socket.socket) -> None:
+        self._server = await asyncio.start_server(self._http, sock=sock, limit=HEAD_MAX)
 
-        self._server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
-        threading.Thread(target=self._server.serve_forever, name="gateway-metrics", daemon=True).start()
-        return self._server.server_port
+    async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One request (`Connection: close`): GET /healthz, /readyz, anything else the metrics."""
+        if self._open >= self.limits.metrics_max_connections:
+            writer.transport.abort()
+            return
+        self._open += 1
+        try:
+            async with asyncio.timeout(self.limits.metrics_timeout_ms / 1000):
+                head = await reader.readuntil(b"\r\n\r\n")
+                parts = head.split(b"\r\n", 1)[0].split()
+                path = parts[1].decode("latin-1").split("?", 1)[0] if len(parts) >= 2 else "/"
+                status, content_type, body = await self._answer(path)
+                writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}"
+                             "\r\nConnection: close\r\n\r\n".encode() + body)
+                await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass  # a slow, silent or oversized request: closed, nothing logged
+        finally:
+            self._open -= 1
+            writer.close()
+
+    async def _answer(self, path: str) -> tuple[str, str, bytes]:
+        loop = asyncio.get_running_loop()
+        if path == "/healthz":
+            return "200 OK", "text/plain", b"ok\n"
+        if path == "/readyz":
+            why = await loop.run_in_executor(self._pool, self._not_ready)
+            return ("200 OK" if why is None else "503 Service Unavailable"), "text/plain", \
+                (why or "ready").encode() + b"\n"
+        return "200 OK", CONTENT_TYPE_LATEST, await loop.run_in_executor(self._pool, generate_latest, self.registry)
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def _not_ready(self) -> str | None:
         if not self.state_loaded:
@@ -182,11 +214,6 @@ class GatewayMetrics:
 def _snake(state: str) -> str:
     """Kafka's state names as label values: NotReady -> not_ready, PreparingRebalance -> preparing_rebalance."""
     return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", state).lower()
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
 
 
 class GroupsCollector:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat.gateway import addresses, lenient
+from compat.gateway import addresses, authorization, lenient
 from compat.gateway.limits import (LARGE_FRAME, Connections, Limits, beside_loop, decode_response_python,
                                    encode_response_python)
 from compat.gateway.limits import read_frame as limited_read_frame
@@ -40,6 +40,7 @@ MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 SIZE = struct.Struct(">i")
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 3, 10, 18, 60
 REWRITTEN = {METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER}
+AUTHORIZED_APIS = authorization.AUTHORIZED_APIS  # requests answered locally after asking the brokers' ACLs
 SASL_APIS = {17, 36}  # SaslHandshake, SaslAuthenticate: forwarded, watched (sasl.SaslTracker)
 
 # A local handler gets (request header, request body, client address) and returns an awaitable of the
@@ -118,9 +119,7 @@ class Gateway:
         self.connections: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        ssl = self.tls.context if self.tls is not None else None
-        server = await asyncio.start_server(lambda r, w: self._accept(r, w, self._sni_target(w)), *self.listen,
-                                            ssl=ssl)
+        server = await self._listen(self.listen[0], self.listen[1], None)
         self.servers.append(server)
         self.port = server.sockets[0].getsockname()[1]
         await self._discover()
@@ -145,9 +144,7 @@ class Gateway:
             self.brokers.local_port[node_id] = self.brokers.sni.port or self.port  # the one SNI port
         elif node_id not in self.brokers.local_port:
             wanted = 0 if self.broker_port_base is None else self.broker_port_base + node_id
-            server = await asyncio.start_server(lambda r, w: self._accept(r, w, self.brokers.upstream[node_id]),
-                                                self.listen[0], wanted,
-                                                ssl=self.tls.context if self.tls is not None else None)
+            server = await self._listen(self.listen[0], wanted, node_id)
             self.servers.append(server)
             self.brokers.local_port[node_id] = server.sockets[0].getsockname()[1]
         return self.brokers.local(node_id)  # type: ignore[return-value]
@@ -157,7 +154,8 @@ class Gateway:
         for server in self.servers:
             server.close()
         deadline = time.monotonic() + drain_s
-        while any(s.owed for s in self.admission.open) and time.monotonic() < deadline:
+        while any(a.session is not None and a.session.owed for a in self.admission.open) \
+                and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         for task in list(self.connections):
             task.cancel()
@@ -172,25 +170,74 @@ class Gateway:
         node = self.brokers.sni.node_of(self.tls.server_name(writer.get_extra_info("ssl_object")))
         return self.brokers.upstream.get(node, self.bootstrap) if node is not None else self.bootstrap
 
+    async def _listen(self, host: str, port: int, node_id: int | None) -> Any:
+        """A listener for the bootstrap (`node_id` None) or one broker. TLS listeners accept sockets themselves
+        (tls.TlsServer): the limits count a connection at accept, before its handshake, as the broker does."""
+        def target() -> tuple[str, int] | None:
+            return self.brokers.upstream[node_id] if node_id is not None else None
+        if self.tls is None:
+            return await asyncio.start_server(lambda r, w: self._accept(r, w, target()), host, port)
+        from compat.gateway.tls import TlsServer, quiet_tls_errors
+
+        quiet_tls_errors(asyncio.get_running_loop(), self.log_limited)
+        return await TlsServer.start(host, port, lambda sock: self._accept_tls(sock, target()))
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      target: tuple[str, int]) -> None:
+                      target: tuple[str, int] | None) -> None:
+        """A plaintext connection: admitted (or refused) at once, then its session. `target`: the upstream
+        broker of this listener, None for the bootstrap listener."""
+        admitted = _Admitted(writer.transport.abort)
+        if self._admit(admitted, writer.get_extra_info("peername")):
+            await self._serve(admitted, reader, writer, target)
+
+    async def _accept_tls(self, sock: Any, target: tuple[str, int] | None) -> None:
+        """A TLS connection: admitted (or refused) before its handshake, which must end within
+        gateway.tls.handshake.timeout.ms; a failed one is one throttled line, never a traceback."""
+        from compat.gateway.tls import accept_tls
+
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            sock.close()
+            return
+        admitted = _Admitted(sock.close)
+        if not self._admit(admitted, peer):
+            return
+        try:
+            reader, writer = await accept_tls(sock, self.tls.context, self.limits.tls_handshake_timeout_ms / 1000)
+        except (OSError, EOFError, asyncio.TimeoutError, ValueError, UnicodeError) as exc:
+            self.admission.release(admitted)
+            sock.close()
+            self.log_limited(("tls handshake", type(exc).__name__), "client %s: TLS handshake failed: %s", peer,
+                             str(exc) or type(exc).__name__)
+            return
+        except asyncio.CancelledError:
+            self.admission.release(admitted)
+            sock.close()
+            raise
+        await self._serve(admitted, reader, writer, target if target is not None else self._sni_target(writer))
+
+    def _admit(self, admitted: _Admitted, peer: Any) -> bool:
+        refused = self.admission.admit(admitted, peer[0] if isinstance(peer, tuple) else str(peer), admitted.idle)
+        if refused is not None:
+            self.log_limited(("refused", refused), "client %s refused: %s", peer, refused)
+            admitted.close()
+        return refused is None
+
+    async def _serve(self, admitted: _Admitted, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     target: tuple[str, int] | None) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
-        session = Session(self, reader, writer, target)
-        peer = session.peer
-        refused = self.admission.admit(session, peer[0] if isinstance(peer, tuple) else str(peer), session.idle)
-        if refused is not None:
-            self.log_limited(("refused", refused), "client %s refused: %s", peer, refused)
-            writer.close()
-            return
         try:
+            admitted.session = session = Session(self, reader, writer, target if target is not None
+                                                 else self.bootstrap)
             await session.run()
         except asyncio.CancelledError:
             writer.close()  # the gateway is closing: not an error of this connection's
         finally:
-            self.admission.release(session)
+            self.admission.release(admitted)
 
     def log_limited(self, key: Any, message: str, *args: Any, level: int = logging.WARNING) -> None:
         """A warning logged at most once per key every 10 s, with how many were held back."""
@@ -283,6 +330,25 @@ class _Slot:
     api_version: int
     local: asyncio.Future | None = None
     started: float = 0.0  # when the request arrived (time.perf_counter), for the latency metrics
+    probes: list = field(default_factory=list)  # the gateway's own questions on the client's connection
+    # (authorization.py), written upstream right after the request: their answers come first
+
+
+class _Admitted:
+    """A connection counted by the limits from its accept: its session once the TLS handshake is done."""
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self.close = close
+        self.session: Session | None = None
+
+    def idle(self) -> float | None:
+        return self.session.idle() if self.session is not None else None  # a handshake is never the idlest
+
+    def evict(self) -> None:
+        if self.session is not None:
+            self.session.evict()
+        else:
+            self.close()
 
 
 class Session:
@@ -299,19 +365,22 @@ class Session:
         self.up_writer: asyncio.StreamWriter | None = None  # opened at the first request to forward
         self.peer = writer.get_extra_info("peername")
         writer.transport.set_write_buffer_limits(high=limits.max_buffered_response_bytes)
+        from compat.gateway.authorization import ConnectionAuthorizer
         from compat.gateway.sasl import SaslTracker
         from compat.gateway.tls import principal
 
         self.sasl = SaslTracker()
+        self.authorizer = ConnectionAuthorizer() if gateway.local is not None else None
         self.principal = principal(writer.get_extra_info("ssl_object"))  # mutual TLS: the certificate's subject
         if self.principal is not None:
             log.info("client %s: TLS client certificate %s", self.peer, self.principal)
 
     @property
     def may_answer_locally(self) -> bool:
-        """Upstream SASL listeners: only a connection whose login the broker accepted."""
-        security = self.gateway.upstream_security
-        return security is None or not security.sasl or self.sasl.authenticated
+        """Every connection: the authorization probes each local answer waits for reach the broker after the
+        connection's login requests, and the broker answers them only on a connection it logged in
+        (otherwise it hangs up, and so does the gateway, without answering)."""
+        return self.authorizer is not None
 
     async def run(self) -> None:
         observer = self.gateway.observer
@@ -390,14 +459,24 @@ class Session:
                 raise FrameError(str(exc)) from None
             if observer is not None:
                 observer.bytes_in(len(frame))
+            if self.sasl.expired(api_key, self.active_at):  # KIP-368: the broker closes such a connection
+                self.gateway.log_limited(("session expired", self.peer), "client %s: closing connection: its "
+                                         "SASL session lifetime ended without re-authentication", self.peer)
+                return
             if api_key in SASL_APIS:
                 self._sasl_request(frame)
             elif (local is not None and self.may_answer_locally
                   and (self.gateway.local_api_keys is None or api_key in self.gateway.local_api_keys)):
-                answer = await self._try_local(frame, api_key, api_version)
-                if answer is not None:
+                local_answer = await self._try_local(frame, api_key, api_version)
+                if local_answer is not None:
+                    answer, probes = local_answer
                     self.owed += 1
-                    await self.slots.put(_Slot(api_key, api_version, answer, started))
+                    await self.slots.put(_Slot(api_key, api_version, answer, started, probes))
+                    if probes:  # in the same step as the slot: nothing else is written upstream in between
+                        assert self.up_writer is not None
+                        for probe in probes:
+                            self.up_writer.write(probe[0])
+                        await self.up_writer.drain()
                     continue
             upstream = await self._upstream()
             if expects_response(frame):
@@ -406,7 +485,7 @@ class Session:
             upstream.write(frame)
             await upstream.drain()
 
-    async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> asyncio.Future | None:
+    async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> tuple[asyncio.Future, list] | None:
         try:
             read = await lenient.find_coordinator_request(frame) if api_key == FIND_COORDINATOR and \
                 len(frame) > LARGE_FRAME else None  # a million keys: read in chunks
@@ -415,9 +494,15 @@ class Session:
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
+        if self.authorizer is not None and api_key in AUTHORIZED_APIS:
+            await self._upstream()  # the brokers' ACLs are asked on the client's own connection
+            authorization.current.set(self.authorizer)
         host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
         pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
+        probes = self.authorizer.take() if self.authorizer is not None else []
         if pending is None:
+            for probe in probes:
+                probe[3].cancel()
             return None
         response_header = message_class("ResponseHeader")(correlation_id=header.correlation_id)
         if self.principal or self.sasl.principal:
@@ -433,14 +518,20 @@ class Session:
             except Exception as exc:  # a bug answering one request costs this connection only
                 log.exception("client %s: api %d v%d failed locally", self.peer, api_key, api_version)
                 raise FrameError(f"no answer to api {api_key}: {exc}") from exc
-        return asyncio.ensure_future(answer())
+        return asyncio.ensure_future(answer()), probes
 
     def _sasl_request(self, frame: bytes) -> None:
         try:
-            header, body = decode_request(frame)
+            header, body = lenient.decode_request(frame)  # as the broker reads it (bytes after it ignored)
         except DecodeError:
             return  # the broker judges it
         self.sasl.request(header.request_api_key, body)
+
+    def _sasl_confirmed(self) -> None:
+        self.sasl.confirmed()
+        if self.sasl.authenticated:
+            log.info("client %s: SASL %s login%s accepted upstream", self.peer, self.sasl.mechanism,
+                     f" of {self.sasl.principal}" if self.sasl.principal else "")
 
     def _sasl_response(self, slot: _Slot, frame: bytes) -> None:
         try:
@@ -455,10 +546,37 @@ class Session:
             log.info("client %s: SASL %s login of User:%s refused upstream", self.peer, self.sasl.mechanism,
                      self.sasl.user)
 
+    async def _probe_answers(self, probes: list) -> bool:
+        """The broker's answers to the gateway's probes on this connection (False: the broker hung up)."""
+        for i, (_, api_key, version, future) in enumerate(probes):
+            try:
+                assert self.up_reader is not None
+                frame = await read_frame(self.up_reader, 2**31 - 1, min_frame=4)
+            except FrameError:
+                frame = None
+            if frame is None:
+                for _, _, _, waiting in probes[i:]:
+                    if not waiting.done():
+                        waiting.set_exception(ConnectionError("upstream closed the connection"))
+                return False
+            if future.done():
+                continue
+            try:
+                future.set_result(decode_response(frame, api_key, version)[1])
+            except DecodeError as exc:
+                future.set_exception(exc)
+        return True
+
     async def _responses(self) -> None:
         gateway = self.gateway
         buffered_max = gateway.limits.max_buffered_response_bytes
         while (slot := await self.slots.get()) is not None:
+            if slot.probes:
+                if not await self._probe_answers(slot.probes):
+                    self.writer.close()
+                    return
+                if not self.sasl.authenticated and self.sasl.rounds:
+                    self._sasl_confirmed()
             if slot.local is not None:
                 try:
                     frame = await slot.local
@@ -481,10 +599,12 @@ class Session:
                         gateway.observer.upstream_error("closed")
                     self.writer.close()
                     return
+                if slot.api_key in SASL_APIS:
+                    self._sasl_response(slot, frame)
+                elif not self.sasl.authenticated and self.sasl.rounds:
+                    self._sasl_confirmed()
                 if slot.api_key in REWRITTEN:
                     frame = await gateway.rewrite(slot.api_key, slot.api_version, frame)
-                elif slot.api_key in SASL_APIS:
-                    self._sasl_response(slot, frame)
             if gateway.observer is not None:
                 gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
                                           time.perf_counter() - slot.started)

@@ -2,8 +2,13 @@
 
 Clients authenticate with the brokers themselves: their SaslHandshake and SaslAuthenticate requests
 are forwarded like any other and the broker's answers go back unchanged (a wrong password gets the
-broker's error, then the broker hangs up). `SaslTracker` only watches one connection's exchange to
-learn when it succeeded and as whom, so the gateway answers managed-group requests only there.
+broker's error, then the broker hangs up). Whether a connection is logged in is the broker's to say:
+the gateway answers a managed-group request only after the broker answered its authorization probes
+on that connection (authorization.py), which it does only on a connection whose login it completed,
+whatever the mechanism (PLAIN, SCRAM, OAUTHBEARER, GSSAPI) and however the requests were pipelined.
+`SaslTracker` watches the exchange as the broker reads it (lenient.py) for the logs (as whom) and for
+KIP-368's session lifetime: past it, the broker closes the connection at the next request that is not
+a SaslHandshake (a re-authentication), and so does the gateway for the requests it answers itself.
 
 `login()` is the gateway's own client side (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, RFC 5802 / 7677)
 for its admin, offsets and state-topic connections, with the credentials of --upstream-config.
@@ -15,6 +20,7 @@ import base64
 import hashlib
 import hmac
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -50,6 +56,8 @@ class SaslTracker:
         self.rounds = 0
         self.authenticated = False
         self.failed = False
+        self.expires_at: float | None = None  # time.monotonic() past which the broker ends the session (KIP-368)
+        self._sent_at = 0.0
 
     @property
     def principal(self) -> str | None:
@@ -58,9 +66,11 @@ class SaslTracker:
     def request(self, api_key: int, body: Message) -> None:
         """A SaslHandshake or SaslAuthenticate request the client sends."""
         if api_key == SASL_HANDSHAKE:
-            self.mechanism, self.rounds = body.mechanism, 0
-        elif api_key == SASL_AUTHENTICATE and self.rounds == 0:
-            self.user = _user_of(self.mechanism, bytes(body.auth_bytes))
+            self.mechanism, self.rounds, self.expires_at = body.mechanism, 0, None  # a (re-)authentication
+        elif api_key == SASL_AUTHENTICATE:
+            self._sent_at = time.monotonic()
+            if self.rounds == 0:
+                self.user = _user_of(self.mechanism, bytes(body.auth_bytes))
 
     def response(self, api_key: int, body: Message) -> None:
         """The broker's answer to one of them."""
@@ -69,8 +79,21 @@ class SaslTracker:
             return
         if api_key == SASL_AUTHENTICATE:
             self.rounds += 1
+            lifetime = getattr(body, "session_lifetime_ms", 0) or 0
+            if lifetime > 0:  # counted from when the request left: never later than the broker's own deadline
+                self.expires_at = self._sent_at + lifetime / 1000
             if self.rounds >= ROUNDS.get(self.mechanism or "", 1 << 30):
                 self.authenticated = True
+
+    def confirmed(self) -> None:
+        """The broker answered a request that is not a login's after a successful round: logged in
+        (how OAUTHBEARER, GSSAPI and any other mechanism's end is learned)."""
+        if self.rounds and not self.failed:
+            self.authenticated = True
+
+    def expired(self, api_key: int, now: float) -> bool:
+        """Whether the broker would close the connection on reading this request (KIP-368)."""
+        return self.expires_at is not None and now > self.expires_at and api_key != SASL_HANDSHAKE
 
 
 def _user_of(mechanism: str | None, token: bytes) -> str | None:

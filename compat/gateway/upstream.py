@@ -23,6 +23,7 @@ from kprotocol.runtime.struct import Message
 FIND_COORDINATOR = 10
 CONNECT_TIMEOUT_S = 15.0
 LEADER_MAX_AGE_S = 1.0
+COORDINATORS_MAX = 10_000  # groups whose upstream coordinator is remembered
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,25 @@ class Upstream:
         self._leaders[key] = (found, time.monotonic())
         return found
 
+    async def coordinators(self, group_ids: list[str]) -> dict[str, UpstreamConnection]:
+        """The coordinator connections of many groups: one FindCoordinator for those not known yet."""
+        unknown = [g for g in dict.fromkeys(group_ids) if g not in self._coordinators]
+        if unknown:
+            find = message_class("FindCoordinatorRequest")
+            response = await self.bootstrap.send(find(key_type=0, coordinator_keys=unknown))
+            for c in response.coordinators:
+                if c.error_code == 0:
+                    self._remember(c.key, (c.host, c.port))
+        return {g: (await self.coordinator(g)).connection if g not in self._coordinators
+                else self.connection(self._coordinators[g]) for g in dict.fromkeys(group_ids)}
+
+    def _remember(self, group_id: str, address: tuple[str, int]) -> None:
+        """A group's coordinator, kept for COORDINATORS_MAX groups at most (the least recently learned go)."""
+        self._coordinators.pop(group_id, None)
+        self._coordinators[group_id] = address
+        while len(self._coordinators) > COORDINATORS_MAX:
+            self._coordinators.pop(next(iter(self._coordinators)))
+
     async def coordinator(self, group_id: str) -> UpstreamConnection:
         """The connection to `group_id`'s coordinator broker upstream."""
         address = self._coordinators.get(group_id)
@@ -162,7 +182,8 @@ class Upstream:
                 response = await self.bootstrap.send(find(key_type=0, coordinator_keys=[group_id]))
                 c = response.coordinators[0]
                 if c.error_code == 0:
-                    address = self._coordinators[group_id] = (c.host, c.port)
+                    address = (c.host, c.port)
+                    self._remember(group_id, address)
                     break
                 await asyncio.sleep(0.2)
             else:
