@@ -118,7 +118,7 @@ def gateway_capture() -> list[Exchange]:
 
 def _plain_token(exchange: Exchange) -> tuple[str, str, str]:
     """(authorization id, user, password) of a PLAIN SaslAuthenticate, read from the JSON's base64."""
-    token = base64.b64decode(exchange.to_json()["request"]["authBytes"])
+    token = base64.b64decode(exchange.to_json(credentials=True)["request"]["authBytes"])
     assert token == exchange.request.auth_bytes  # type: ignore[union-attr]
     authzid, user, password = token.split(b"\0")
     return authzid.decode(), user.decode(), password.decode()

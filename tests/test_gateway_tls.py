@@ -262,6 +262,7 @@ def test_check_config(secure: Secure, tmp_path: Path) -> None:
     assert good.stdout.count("\n") == 1 and "SASL_SSL, SASL SCRAM-SHA-256): 1 brokers" in good.stdout
     wrong = tmp_path / "wrong.properties"
     wrong.write_text(secure.upstream_config.read_text().replace("gateway-secret", "not-it"))
+    wrong.chmod(0o600)  # a world-readable password is warned about (tests/test_gateway_cli_config.py)
     bad = subprocess.run([*run, "--upstream-config", str(wrong)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "error 58" in bad.stderr and "Authentication failed" in bad.stderr

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from compat.gateway.config import ConfigError, add_arguments
+from compat.gateway.config import ConfigError, add_arguments, group_configs, limits
 from kprotocol.tools.inputs import host_port
 
 STREAMS_GROUP_APIS = {88: (0, 1), 89: (0, 1)}  # StreamsGroupHeartbeat, StreamsGroupDescribe
@@ -108,9 +108,25 @@ async def _serve(args: argparse.Namespace) -> None:
                         f"--state-topic {args.state_topic}" if args.state_topic else "starting")
         if metrics is not None:
             metrics.registry.register(GroupsCollector(coordinator, managed.groups, asyncio.get_running_loop()))
+    metrics_port = None
+    if metrics is not None:  # bound before anything says the gateway is up: a port in use is one line, exit 2
+        from compat.gateway.config import check_upstream
+
+        metrics.upstream_check = lambda: check_upstream(args.upstream, security)
+        try:
+            metrics_port = metrics.serve(*args.metrics, asyncio.get_running_loop(), gateway.limits)
+        except OSError as exc:
+            raise StartError(f"--metrics {args.metrics[0]}:{args.metrics[1]}: {exc.strerror or exc}") from None
     await _starting(gateway.start(), f"upstream {args.upstream[0]}:{args.upstream[1]}",
                     f"--listen {args.listen[0]}:{args.listen[1]}")
     gc.freeze()  # the codec's classes and tables stay out of every later collection (shorter pauses)
+    if metrics is not None:
+        metrics.state_loaded = True
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):  # from here on a signal is an orderly stop
+        loop.add_signal_handler(sig, lambda sig=sig: (received.append(sig), stop.set()))
     for each in (gateway, tls_gateway):
         if each is None:
             continue
@@ -121,21 +137,14 @@ async def _serve(args: argparse.Namespace) -> None:
                               for h, p in [each.brokers.local(n)])
         print(f"gateway {kind}on {each.listen[0]}:{each.port} for {args.upstream[0]}:{args.upstream[1]} "
               f"({listeners})", flush=True)
-    if metrics is not None:
-        from compat.gateway.config import check_upstream
-
-        metrics.state_loaded = True
-        metrics.upstream_check = lambda: check_upstream(args.upstream, security)
-        try:
-            port = metrics.serve(*args.metrics, asyncio.get_running_loop(), gateway.limits)
-        except OSError as exc:
-            raise StartError(f"--metrics {args.metrics[0]}:{args.metrics[1]}: {exc.strerror or exc}") from None
-        print(f"metrics on http://{args.metrics[0]}:{port}/metrics", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    if metrics_port is not None:
+        print(f"metrics on http://{args.metrics[0]}:{metrics_port}/metrics", flush=True)
+    print(banner(args, common["limits"]), flush=True)
+    if args.group and not args.state and not args.state_topic:
+        log.warning("the managed groups' state is in memory only: a restart loses their members and epochs "
+                    "(--state DIR or --state-topic TOPIC keeps it)")
     await stop.wait()
+    args.stopped_by = received[0]
     if managed is not None:
         await managed.stop_timers()
     try:  # the answers owed go out; a connection that does not let go does not keep the gateway up
@@ -149,44 +158,19 @@ async def _serve(args: argparse.Namespace) -> None:
         await managed.close()
 
 
-class StartError(Exception):
-    """A mistake in the gateway's command line or surroundings: one line, exit status 2."""
-
-
-def group_configs(items: list[str], base: Any) -> tuple[Any, Any]:
-    """--group-config KEY=VALUE items: the streams-group configs and the classic-group bounds
-    (group.min.session.timeout.ms, group.max.session.timeout.ms, group.max.size)."""
-    from compat.classic import ClassicConfig
-    from kprotocol.streams_group import GroupConfig
-
-    pairs: dict[str, str] = {}
-    for item in items:
-        name, equals, value = item.partition("=")
-        if not equals or not name:
-            raise StartError(f"--group-config {item!r} is not KEY=VALUE")
-        pairs[name.strip()] = value.strip()
-    classic = {k: v for k, v in pairs.items() if k in ClassicConfig.NAMES}
-    try:
-        return (GroupConfig.from_kafka({k: v for k, v in pairs.items() if k not in classic}, base),
-                ClassicConfig.from_kafka(classic))
-    except ValueError as exc:
-        raise StartError(f"--group-config: {exc}") from None
-
-
-def limits(items: list[str]) -> Any:
-    """--limit KEY=VALUE items as the gateway's Limits."""
+def banner(args: argparse.Namespace, limits: Any) -> str:
+    """What the gateway runs with: the groups it coordinates, where their state lives, its limits."""
     from compat.gateway.limits import Limits
 
-    pairs = {}
-    for item in items:
-        name, equals, value = item.partition("=")
-        if not equals or not name:
-            raise StartError(f"--limit {item!r} is not KEY=VALUE")
-        pairs[name.strip()] = value.strip()
-    try:
-        return Limits.from_kafka(pairs)
-    except ValueError as exc:
-        raise StartError(f"--limit: {exc}") from None
+    groups = ", ".join(args.group) if args.group else "none (every group stays with the brokers)"
+    state = f"--state {args.state}" if args.state else f"--state-topic {args.state_topic}" if args.state_topic \
+        else "in memory only (lost on restart)"
+    shown = ", ".join(f"{name}={getattr(limits, attribute)}" for name, attribute in Limits.NAMES.items())
+    return f"groups: {groups}; state: {state if args.group else '-'}; limits: {shown}"
+
+
+class StartError(Exception):
+    """A mistake in the gateway's command line or surroundings: one line, exit status 2."""
 
 
 async def _starting(step: Awaitable[None], what: str, listen: str | None = None) -> None:
@@ -204,14 +188,25 @@ async def _starting(step: Awaitable[None], what: str, listen: str | None = None)
         raise StartError(f"{what} unreachable: {type(exc).__name__} {exc}") from None
 
 
+INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it; SIGTERM is an orderly stop: 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        return _run(args)
+        code = _run(args)
     except StartError as exc:
         print(f"kprotocol gateway: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before the signal handlers are in place
+        print("kprotocol gateway: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    stopped_by = getattr(args, "stopped_by", None)
+    if stopped_by is None:
+        return code
+    interrupted = stopped_by == signal.SIGINT
+    print(f"kprotocol gateway: {'interrupted (SIGINT)' if interrupted else 'stopped (SIGTERM)'}; "
+          "connections closed", file=sys.stderr, flush=True)
+    return INTERRUPTED if interrupted else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -224,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
             return check(args)
         validate(args)
     except ConfigError as exc:
-        raise StartError(str(exc)) from None
+        raise StartError(f"configuration error: {exc}") from None
     configure_logging(args.log_format, args.verbose)
     if args.uvloop is not False:
         try:

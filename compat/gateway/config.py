@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import ssl
+import stat
 import sys
 import tempfile
 import tomllib
@@ -40,11 +41,40 @@ class ConfigError(ValueError):
     """A configuration the gateway cannot run with; the message names the key and why."""
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a configuration file is small; /dev/zero or a log file given by mistake is not read
+SECRETS = re.compile(r"password|secret|jaas\.config", re.IGNORECASE)
+
+
+def read_config_file(path: str | Path) -> str:
+    """A configuration file's text: a regular file (a FIFO or a device is refused at once, never read)
+    of at most MAX_CONFIG_BYTES, UTF-8. A file naming a password or secret that every user may read
+    gets a warning on stderr."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a configuration file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if info.st_mode & stat.S_IROTH and SECRETS.search(text):
+        print(f"kprotocol gateway: warning: {path} holds a password or secret and every user may read it "
+              f"(chmod o-r {path})", file=sys.stderr)
+    return text
+
+
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java .properties file: `key=value` or `key: value` lines, `#`/`!` comments, `\\` continuations."""
     out: dict[str, str] = {}
     pending = ""
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+    for raw in read_config_file(path).splitlines():
         line = pending + raw.strip() if pending else raw.strip()
         if line.endswith("\\") and not line.endswith("\\\\"):
             pending = line[:-1]
@@ -163,8 +193,7 @@ def _credentials(props: Mapping[str, str]) -> Credentials:
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_config_file(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -199,13 +228,19 @@ def _convert(action: argparse.Action, key: str, value: Any) -> Any:
         return value
     if isinstance(action, argparse._AppendAction):
         values = value if isinstance(value, list) else [value]
-        return [_convert_one(action, key, v) for v in values]
+        return [_convert_one(action, key, v, many=True) for v in values]
     return _convert_one(action, key, value)
 
 
-def _convert_one(action: argparse.Action, key: str, value: Any) -> Any:
+def _convert_one(action: argparse.Action, key: str, value: Any, many: bool = False) -> Any:
+    """One value as the flag's type reads it: a TOML value of another type is a ConfigError."""
     if action.type is int and not (isinstance(value, int) and not isinstance(value, bool)):
-        raise ConfigError(f"{key}: an integer")
+        raise ConfigError(f"{key}: an integer, not {_toml_type(value)}")
+    if action.type is not int and not isinstance(value, str):
+        wanted = "a string or a list of strings" if many else "a string"
+        if action.metavar == "KEY=VALUE":
+            wanted = 'a table ([KEY] VALUE = "...") or a list of "KEY=VALUE" strings'
+        raise ConfigError(f"{key}: {wanted}, not {_toml_type(value)}")
     converted = value
     if action.type is not None and action.type is not int:
         if not isinstance(value, str):
@@ -217,6 +252,11 @@ def _convert_one(action: argparse.Action, key: str, value: Any) -> Any:
     if action.choices is not None and converted not in action.choices:
         raise ConfigError(f"{key}: one of {', '.join(map(str, action.choices))}")
     return converted
+
+
+def _toml_type(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "a table"}
+    return next((name for kind, name in kinds.items() if isinstance(value, kind)), f"a {type(value).__name__}")
 
 
 # --- the flags of this module's settings, and what they build ----------------------------------------------
@@ -314,12 +354,74 @@ async def check_upstream(bootstrap: tuple[str, int], security: UpstreamSecurity)
             f"{len(metadata.brokers)} brokers, cluster {metadata.cluster_id}")
 
 
+def _pairs(flag: str, items: list[str]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+def group_configs(items: list[str], base: Any) -> tuple[Any, Any]:
+    """--group-config KEY=VALUE items: the streams-group configs and the classic-group bounds
+    (group.min.session.timeout.ms, group.max.session.timeout.ms, group.max.size). An unknown name is
+    refused with the closest known one."""
+    import difflib
+
+    from compat.classic import ClassicConfig
+    from kprotocol.streams_group import GroupConfig
+
+    pairs = _pairs("--group-config", items)
+    known = [*GroupConfig.kafka_names(), *ClassicConfig.NAMES]
+    unknown = sorted(set(pairs) - set(known))
+    if unknown:
+        hints = [f"{u} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(u, known, 1)) else u
+                 for u in unknown]
+        raise ConfigError(f"--group-config: unknown group configs: {', '.join(hints)} (known: {', '.join(known)})")
+    classic = {k: v for k, v in pairs.items() if k in ClassicConfig.NAMES}
+    try:
+        return (GroupConfig.from_kafka({k: v for k, v in pairs.items() if k not in classic}, base),
+                ClassicConfig.from_kafka(classic))
+    except ValueError as exc:
+        raise ConfigError(f"--group-config: {exc}") from None
+
+
+def limits(items: list[str]) -> Any:
+    """--limit KEY=VALUE items as the gateway's Limits (their names are declared in limits.py)."""
+    import difflib
+
+    from compat.gateway.limits import Limits
+
+    pairs = _pairs("--limit", items)
+    for name in sorted(set(pairs) - set(Limits.NAMES)):
+        close = difflib.get_close_matches(name, list(Limits.NAMES), 1)
+        if close:
+            raise ConfigError(f"--limit: unknown limit {name} (did you mean {close[0]}?)")
+    try:
+        return Limits.from_kafka(pairs)
+    except ValueError as exc:
+        raise ConfigError(f"--limit: {exc}") from None
+
+
 def validate(args: argparse.Namespace) -> UpstreamSecurity:
-    """Everything that can be checked without a network: raises ConfigError naming the setting."""
+    """Everything start-up checks that needs no network (--check-config runs the same): raises
+    ConfigError naming the setting."""
     from compat.gateway.tls import SniRouting
+    from kprotocol.streams_group import GroupConfig
 
     if args.upstream is None:
         raise ConfigError('--upstream HOST:PORT (or upstream = "HOST:PORT" in --config) is required')
+    for group in args.group:
+        if not group.strip():
+            raise ConfigError("--group: an empty group id")
+    if args.state is not None and args.state.exists() and not args.state.is_dir():
+        raise ConfigError(f"--state {args.state}: a file, not a directory")
+    if args.initial_rebalance_delay_ms < 0:
+        raise ConfigError("--initial-rebalance-delay-ms must not be negative")
+    group_configs(args.group_config, GroupConfig(initial_rebalance_delay_ms=args.initial_rebalance_delay_ms))
+    limits(args.limit)
     security = upstream_security(upstream_properties(args))
     listener_tls(args)
     if args.sni_suffix:
@@ -342,5 +444,7 @@ def check(args: argparse.Namespace) -> int:
         print(f"kprotocol gateway: upstream {args.upstream[0]}:{args.upstream[1]} unusable: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    print(f"configuration ok; {line}")
+    from compat.gateway.cli import banner
+
+    print(f"configuration ok; {line}; {banner(args, limits(args.limit))}")
     return 0

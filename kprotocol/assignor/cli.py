@@ -35,6 +35,9 @@ def handler(args: argparse.Namespace) -> int:
     except (ScenarioError, TaskAssignmentError) as exc:
         print(f"kprotocol assign: {exc}", file=sys.stderr)
         return 1
+    except ImportError as exc:  # an optional dependency (scipy for the rack-aware assignor): which extra to install
+        print(f"kprotocol assign: {exc}", file=sys.stderr)
+        return 2
     if args.format == "table":
         rows = [(member, len(roles.get("active", [])), len(roles.get("standby", [])), len(roles.get("warmup", [])),
                  tasks(roles.get("active", [])), tasks(roles.get("standby", [])), tasks(roles.get("warmup", [])))

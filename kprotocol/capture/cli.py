@@ -9,9 +9,13 @@ connection on the given ports gets a line naming the ports its Kafka requests go
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +32,7 @@ from kprotocol.errors import error_name
 from kprotocol.framing import decode_request
 from kprotocol.registry import api_classes
 from kprotocol.tools.gcmode import long_run_gc
+from kprotocol.tools.inputs import count
 from kprotocol.tools.jsontext import dumps
 
 
@@ -71,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decode = actions.add_parser("decode", help="one JSON line per request/response exchange")
     summary = actions.add_parser("summary", help="a table per connection and API")
     for parser in (decode, summary):
-        parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a pcap or pcapng file")
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                            help="a pcap or pcapng file, or - for standard input")
         parser.add_argument("--ports", type=parse_ports, default=DEFAULT_PORTS,
                             help="broker ports carrying Kafka, comma-separated (default 9092)")
         parser.add_argument("--detect", action="store_true",
@@ -79,8 +85,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                  "ApiVersions or Metadata exchange")
     decode.add_argument("--api", type=_api, action="append", metavar="NAME|KEY", help="only this API (repeatable)")
     decode.add_argument("--group", help="only exchanges about this group")
-    decode.add_argument("-c", "--count", type=int, metavar="N", help="stop after N exchanges")
+    decode.add_argument("-c", "--count", "--max-records", dest="count", type=count, metavar="N",
+                        help="stop after N exchanges (0: none)")
     decode.add_argument("--pretty", action="store_true", help="indented JSON")
+    decode.add_argument("--show-credentials", action="store_true",
+                        help="print SASL logins' passwords, proofs and tokens (redacted by default)")
     decode.add_argument("-j", "--jobs", type=_positive, metavar="N",
                         help="processes decoding one capture, each its share of the connections (default: every core, "
                              "up to 4, for captures of 16 MB and more; the output is the same)")
@@ -163,8 +172,33 @@ def _jobs(args: argparse.Namespace, file: Path) -> int:
     return min(os.cpu_count() or 1, 4) if file.stat().st_size >= PARALLEL_FROM else 1
 
 
+STDIN = Path("-")
+
+
+@contextlib.contextmanager
+def _stdin_spooled(args: argparse.Namespace) -> Iterator[None]:
+    """`-` among the files: standard input, copied to a private temporary file first (a capture is read
+    by position: its blocks, and by -j processes), removed afterwards."""
+    if STDIN not in args.files:
+        yield
+        return
+    if args.files.count(STDIN) > 1:
+        from kprotocol.tools.inputs import UsageError
+
+        raise UsageError("standard input (-) can be given once")
+    with tempfile.NamedTemporaryFile(prefix="kprotocol-stdin-", suffix=".pcap") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+        spool.flush()
+        given = args.files
+        args.files = [Path(spool.name) if f == STDIN else f for f in given]
+        try:
+            yield
+        finally:
+            args.files = given
+
+
 def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with long_run_gc():  # forked -j processes inherit it
+    with long_run_gc(), _stdin_spooled(args):  # forked -j processes inherit the collector's mode
         return _decode(args, out, err)
 
 
@@ -175,11 +209,13 @@ def _decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     def wanted(exchange: Exchange) -> bool:
         return (not apis or exchange.api_key in apis) and (args.group is None or args.group in exchange.group_ids())
 
+    show = getattr(args, "show_credentials", False)
+
     def line(exchange: Exchange) -> str | None:
-        return _line(exchange.to_json(), args.pretty) if wanted(exchange) else None
+        return _line(exchange.to_json(credentials=show), args.pretty) if wanted(exchange) else None
 
     def line_bytes(exchange: Exchange) -> bytes | None:
-        return _line_bytes(exchange.to_json()) if wanted(exchange) else None
+        return _line_bytes(exchange.to_json(credentials=show)) if wanted(exchange) else None
 
     written, status = 0, 0
     for file in args.files:
@@ -208,6 +244,8 @@ def _decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         capture = decode_capture(file, args.ports, detect=args.detect)
         for exchange in capture:
+            if args.count is not None and written >= args.count:
+                return status
             if (text := line(exchange)) is None:
                 continue
             out.write(text)
@@ -298,7 +336,7 @@ def _table(doc: dict[str, Any]) -> str:
 
 
 def run_summary(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with long_run_gc():
+    with long_run_gc(), _stdin_spooled(args):
         return _summary(args, out, err)
 
 

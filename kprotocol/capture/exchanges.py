@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kprotocol.capture.credentials import REDACTED, SASL_AUTHENTICATE, redact_request
 from kprotocol.capture.framer import INVALID, MORE, VALID, Framer, Frame, Lost
 from kprotocol.capture.reassembly import Direction, StreamChunk
 from kprotocol.capture.segments import FLAG_FIN, FLAG_RST, TcpSegment
@@ -119,9 +120,10 @@ class Exchange:
         out.discard(None)  # type: ignore[arg-type]
         return out
 
-    def to_json(self, records: bool = True) -> dict[str, Any]:
+    def to_json(self, records: bool = True, credentials: bool = False) -> dict[str, Any]:
         """The exchange as one JSON object; with `records=False` the raw records fields are null
-        (their summaries are under `recordBatches` either way)."""
+        (their summaries are under `recordBatches` either way). A SASL login's credentials are
+        redacted (`kprotocol.capture.credentials`) unless `credentials`."""
         request = self.request_frame
         doc: dict[str, Any] = {"conn": self.conn, "correlationId": self.correlation_id, "apiKey": self.api_key,
                                "apiVersion": self.api_version}
@@ -137,12 +139,14 @@ class Exchange:
             pass
         batches: list[dict[str, Any]] = []
         doc["request"] = self._body(self.request, "/request", batches, records)
+        if not credentials:
+            doc["request"] = redact_request(self.api_key, doc["request"])
         if self.response_frame is not None:
             doc["response"] = self._body(self.response, "/response", batches, records)
         _frame_keys(doc, "request", request)
         if self.request_error is not None:
             doc["requestError"] = self.request_error
-            doc["requestHex"] = request.data.hex()
+            doc["requestHex"] = request.data.hex() if credentials or self.api_key != SASL_AUTHENTICATE else REDACTED
         if self.response_frame is not None:
             _frame_keys(doc, "response", self.response_frame)
             if self.response_error is not None:

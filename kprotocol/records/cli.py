@@ -24,22 +24,28 @@ from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch
 from kprotocol.records.segment import SegmentProblem, read_logs, read_segment_bytes, segment_files
-from kprotocol.tools.inputs import UsageError
+from kprotocol.tools.inputs import UsageError, count
 from kprotocol.tools.tables import render
 from kprotocol.tools.jsontext import dumps
 
 PROGRESS_THRESHOLD = 8 * 1024 * 1024
+COORDINATOR_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE)
+CAPTURE_MAGIC = {b"\xd4\xc3\xb2\xa1": "pcap", b"\xa1\xb2\xc3\xd4": "pcap", b"\x4d\x3c\xb2\xa1": "pcap",
+                 b"\xa1\xb2\x3c\x4d": "pcap", b"\x0a\x0d\x0d\x0a": "pcapng"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     offsets = subparsers.add_parser("offsets", help="decode __consumer_offsets (and other coordinator) segments")
     actions = offsets.add_subparsers(dest="action", required=True)
     decode = actions.add_parser("decode", help="one JSON line per record")
-    decode.add_argument("--topic", default=CONSUMER_OFFSETS,
-                        choices=[CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE])
+    decode.add_argument("--topic", choices=COORDINATOR_TOPICS,
+                        help="the coordinator topic whose records the segments hold (default: the topic of each "
+                             "TOPIC-N partition directory, else __consumer_offsets; a data directory: every "
+                             "coordinator topic)")
     decode.add_argument("--type", action="append", metavar="NAME|NUMBER",
                         help="only this record type, e.g. GroupMetadata or 2 (repeatable)")
-    decode.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    decode.add_argument("-c", "--count", "--max-records", dest="max_records", type=count, metavar="N",
+                        help="stop after N records (0: none)")
     decode.add_argument("--pretty", action="store_true", help="indented JSON")
     state = actions.add_parser("state", help="the latest state of every group, as JSON (or a table)")
     state.add_argument("--format", choices=["json", "table"], default="json")
@@ -66,16 +72,49 @@ def _other_topic(path: Path) -> str | None:
     return name if any(len(p.stem) == 20 and p.stem.isdigit() for p in logs) else None
 
 
-def _segment_files(args: argparse.Namespace) -> list[Path]:
-    topic = getattr(args, "topic", CONSUMER_OFFSETS)
+def coordinator_topic_of(file: Path, given: str | None) -> str:
+    """The coordinator topic whose record types `file` holds: that of its TOPIC-N partition directory
+    (as the pipeline reads it), else `given`, else __consumer_offsets. A --topic contradicting the
+    directory is a UsageError."""
+    name, _, number = file.parent.name.rpartition("-")
+    if number.isdigit() and name in COORDINATOR_TOPICS:
+        if given is not None and given != name:
+            raise UsageError(f"{file}: a segment of {name}, not of --topic {given}")
+        return name
+    return given or CONSUMER_OFFSETS
+
+
+def _check_segment(file: Path) -> None:
+    """A file that cannot be a log segment (a capture, text...) is one line, exit 2, rather than
+    megabytes of garbage records: its first batch header must have a sane length and magic byte
+    (an all-zero start is left to the reader, which reports it as it reports preallocated tails)."""
+    with file.open("rb") as handle:
+        head = handle.read(17)
+    if not head or not any(head):
+        return
+    kind = CAPTURE_MAGIC.get(head[:4])
+    if kind is not None:
+        raise UsageError(f"{file}: a {kind} capture, not a log segment (kprotocol capture decode reads it)")
+    length = int.from_bytes(head[8:12], "big", signed=True) if len(head) >= 12 else -1
+    if len(head) < 17 or length < 14 or head[16] > 2:
+        raise UsageError(f"{file}: not a log segment (no record batch header at its start)")
+
+
+def _segment_files(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """(segment file, its coordinator topic) of every path given."""
+    given = getattr(args, "topic", None)
     for path in args.paths:
         other = _other_topic(path)
         if other is not None:
             raise UsageError(f"{path}: a partition of topic {other!r}, not of a coordinator topic "
                              f"({CONSUMER_OFFSETS}, {TRANSACTION_STATE}, {SHARE_GROUP_STATE})")
-    files = [f for p in args.paths for f in segment_files(p, topic)]
+    files = [(f, coordinator_topic_of(f, given)) for p in args.paths for f in segment_files(p, given)
+             if given is not None or not f.parent.name.rpartition("-")[2].isdigit()
+             or f.parent.name.rpartition("-")[0] in COORDINATOR_TOPICS]
     if not files:
-        raise UsageError(f"no {topic} segments under {', '.join(map(str, args.paths))}")
+        raise UsageError(f"no {given or 'coordinator topic'} segments under {', '.join(map(str, args.paths))}")
+    for file, _ in files:
+        _check_segment(file)
     return files
 
 
@@ -86,9 +125,10 @@ def _progress(args: argparse.Namespace, err: TextIO, total: int) -> tqdm:
 
 
 def _batches(
-    args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO
+    args: argparse.Namespace, problems: list[SegmentProblem], err: TextIO, topic: str | None = None
 ) -> Iterator[tuple[Path, RecordBatch]]:
-    files = _segment_files(args)
+    """The batches of the segments given (of `topic` only, when given)."""
+    files = [f for f, t in _segment_files(args) if topic is None or t == topic]
     with _progress(args, err, sum(f.stat().st_size for f in files)) as bar:
         for file, entry in read_logs(files):
             if isinstance(entry, SegmentProblem):
@@ -104,7 +144,9 @@ def _group_of(decoded: dict[str, Any]) -> str | None:
     return data.get("group", data.get("groupId"))
 
 
-def _wanted_types(args: argparse.Namespace, names: dict[int, str]) -> set[int] | None:
+def _wanted_types(args: argparse.Namespace, names: dict[int, str], strict: bool = True) -> set[int] | None:
+    """The record types --type names, as numbers of `names`; a name unknown there is a UsageError when
+    `strict` (one topic read), else left out (another topic read has it)."""
     if not getattr(args, "type", None):
         return None
     by_name = {name.lower(): number for number, name in names.items()}
@@ -112,6 +154,8 @@ def _wanted_types(args: argparse.Namespace, names: dict[int, str]) -> set[int] |
     for given in args.type:
         number = int(given) if given.lstrip("-").isdigit() else by_name.get(given.lower())
         if number is None or number not in names:
+            if not strict:
+                continue
             raise UsageError(f"unknown record type {given!r} (known: {', '.join(f'{n} {t}' for t, n in sorted(names.items()))})")
         wanted.add(number)
     return wanted
@@ -129,8 +173,6 @@ def batch_fields(batch: RecordBatch) -> dict[str, Any]:
 def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[SegmentProblem] = []
     record_problems: list[str] = []
-    names = type_names(args.topic)
-    wanted = _wanted_types(args, names)
     limit = getattr(args, "max_records", None)
     pretty = getattr(args, "pretty", False)
     if pretty:
@@ -138,12 +180,26 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         sink = _LineSink(out)
         write = lambda doc: sink.write(compact(doc) + b"\n")  # noqa: E731
-    if lines.ENABLED and not pretty and args.topic == CONSUMER_OFFSETS and not args.group and wanted is None:
-        _decode_compiled(args, names, sink, write, problems, record_problems, limit, err)
-    else:
-        written = 0
-        for file, batch in _batches(args, problems, err):
-            written += _write_batch(file, batch, args, names, wanted, record_problems, write,
+    files = _segment_files(args)
+    topics = list(dict.fromkeys(t for _, t in files))
+    if getattr(args, "type", None) and len(topics) > 1:  # every name must be known to one of the topics read
+        known = {n.lower() for t in topics for n in type_names(t).values()}
+        for given in args.type:
+            if not given.lstrip("-").isdigit() and given.lower() not in known:
+                _wanted_types(args, type_names(topics[0]))  # raises, naming the known types
+    written = 0
+    for topic in topics:
+        if limit is not None and written >= limit:
+            break
+        wanted = _wanted_types(args, type_names(topic), strict=len(topics) == 1)
+        if wanted is not None and not wanted:
+            continue
+        if lines.ENABLED and not pretty and topic == CONSUMER_OFFSETS and not args.group and wanted is None:
+            written += _decode_compiled(args, [f for f, t in files if t == topic], sink, write, problems,
+                                        record_problems, None if limit is None else limit - written, err)
+            continue
+        for file, batch in _batches(args, problems, err, topic):
+            written += _write_batch(file, batch, args, topic, wanted, record_problems, write,
                                     None if limit is None else limit - written)
             if limit is not None and written >= limit:
                 break
@@ -152,9 +208,11 @@ def run_decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _summarize(problems, record_problems, err)
 
 
-def _write_batch(file: Path, batch: RecordBatch, args: argparse.Namespace, names: dict[int, str],
+def _write_batch(file: Path, batch: RecordBatch, args: argparse.Namespace, topic: str,
                  wanted: set[int] | None, record_problems: list[str], write: Any, limit: int | None) -> int:
-    """Write the lines of a batch's records by the reference decoder; how many were written."""
+    """Write the lines of a batch's records (of coordinator topic `topic`) by the reference decoder; how
+    many were written."""
+    names = type_names(topic)
     written = 0
     for record in batch.records:
         if limit is not None and written >= limit:
@@ -175,7 +233,7 @@ def _write_batch(file: Path, batch: RecordBatch, args: argparse.Namespace, names
             record_problems.append(f"{file}: record at offset {record.offset} has no key")
             continue
         else:
-            decoded = decode_record(record.key, record.value, topic=args.topic)
+            decoded = decode_record(record.key, record.value, topic=topic)
             if args.group and _group_of(decoded) != args.group:
                 continue
             record_type = decoded["key"].get("type")
@@ -211,12 +269,11 @@ class _LineSink:
             self.binary.flush()
 
 
-def _decode_compiled(args: argparse.Namespace, names: dict[int, str], sink: _LineSink, write: Any,
+def _decode_compiled(args: argparse.Namespace, files: list[Path], sink: _LineSink, write: Any,
                      problems: list[SegmentProblem], record_problems: list[str], limit: int | None,
-                     err: TextIO) -> None:
-    """`offsets decode` of __consumer_offsets through the compiled path; a batch it stops at is read by the
-    Python reader (decoded by the reference decoder, or reported as a problem)."""
-    files = _segment_files(args)
+                     err: TextIO) -> int:
+    """`offsets decode` of __consumer_offsets segments through the compiled path; a batch it stops at is read
+    by the Python reader (decoded by the reference decoder, or reported as a problem). How many lines."""
     compiled = lines.Lines(record_problems)
     written = 0
     with _progress(args, err, sum(f.stat().st_size for f in files)) as bar:
@@ -239,19 +296,24 @@ def _decode_compiled(args: argparse.Namespace, names: dict[int, str], sink: _Lin
                             problems.append(entry)
                             at = entry.position + entry.length
                         else:
-                            written += _write_batch(file, entry, args, names, None, record_problems, write,
+                            written += _write_batch(file, entry, args, CONSUMER_OFFSETS, None, record_problems, write,
                                                     None if limit is None else limit - written)
                             at = entry.byte_offset + entry.size
                     bar.update(at - pos)
                     pos = at
+    return written
 
 
 def run_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problems: list[SegmentProblem] = []
     builder = GroupStateBuilder()
-    for _, batch in _batches(args, problems, err):
+    for _, batch in _batches(args, problems, err, CONSUMER_OFFSETS):
         builder.apply_batch(batch)
     state = builder.to_dict()
+    if args.group and args.group not in state["groups"]:
+        raise UsageError(f"no group {args.group!r} in these segments "
+                         f"({len(state['groups'])} groups: {', '.join(sorted(state['groups'])[:5])}"
+                         f"{', ...' if len(state['groups']) > 5 else ''})")
     if args.group:
         state["groups"] = {g: v for g, v in state["groups"].items() if g == args.group}
         state["pendingTransactionalOffsets"] = [

@@ -61,18 +61,36 @@ class GroupConfig:
     max_size: int = 2**31 - 1
     assignment: AssignmentSettings = AssignmentSettings()
 
+    NAMES = {f"streams.{name.replace('_', '.')}": name for name in (
+        "session_timeout_ms", "heartbeat_interval_ms", "task_offset_interval_ms", "assignment_interval_ms",
+        "initial_rebalance_delay_ms")}  # Kafka's group config name -> attribute (the assignment's: _ASSIGNMENT_CONFIGS)
+
+    @classmethod
+    def kafka_names(cls) -> list[str]:
+        """Every group config name `from_kafka` reads."""
+        return sorted([*cls.NAMES, *_ASSIGNMENT_CONFIGS])
+
     @classmethod
     def from_kafka(cls, configs: Mapping[str, str], base: GroupConfig | None = None) -> GroupConfig:
-        """Settings from Kafka's group-level config names (`streams.session.timeout.ms`...)."""
+        """Settings from Kafka's group-level config names (`streams.session.timeout.ms`...); an unknown
+        name (with the closest known one) or a value that is not an integer is a ValueError."""
+        import difflib
+
         base = base or cls()
-        known = {f"streams.{name.replace('_', '.')}": name for name in (
-            "session_timeout_ms", "heartbeat_interval_ms", "task_offset_interval_ms", "assignment_interval_ms",
-            "initial_rebalance_delay_ms")}
-        unknown = set(configs) - set(known) - set(_ASSIGNMENT_CONFIGS)
+        unknown = sorted(set(configs) - set(cls.NAMES) - set(_ASSIGNMENT_CONFIGS))
         if unknown:
-            raise ValueError(f"unknown streams group configs: {', '.join(sorted(unknown))}")
-        changes = {known[k]: int(v) for k, v in configs.items() if k in known}
-        assignment = {_ASSIGNMENT_CONFIGS[k]: (v if k == "streams.assignor.name" else int(v))
+            hints = [f"{u} (did you mean {close[0]}?)" if (close := difflib.get_close_matches(
+                u, cls.kafka_names(), 1)) else u for u in unknown]
+            raise ValueError(f"unknown streams group configs: {', '.join(hints)}")
+        numbers = {}
+        for k, v in configs.items():
+            if k != "streams.assignor.name":
+                try:
+                    numbers[k] = int(v)
+                except ValueError:
+                    raise ValueError(f"{k} must be an integer, not {v!r}") from None
+        changes = {cls.NAMES[k]: numbers[k] for k in configs if k in cls.NAMES}
+        assignment = {_ASSIGNMENT_CONFIGS[k]: (v if k == "streams.assignor.name" else numbers[k])
                       for k, v in configs.items() if k in _ASSIGNMENT_CONFIGS}
         return dataclasses.replace(base, assignment=dataclasses.replace(base.assignment, **assignment), **changes)
 

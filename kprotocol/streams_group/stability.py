@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kprotocol.errors import error_text
+
 STABLE = "Stable"
 GROUP_ID_NOT_FOUND = 69
 
@@ -50,7 +52,7 @@ def source_topics(group: Any) -> set[str]:
 def unsettled(group: Any, partitions: Mapping[str, int]) -> list[str]:
     """Why `group` (a StreamsGroupDescribe DescribedGroup) is not settled; empty when it is."""
     if group.error_code:
-        return [f"group {group.group_id}: error {group.error_code} {group.error_message or ''}".rstrip()]
+        return [f"group {group.group_id}: {error_text(group.error_code, group.error_message)}"]
     reasons = []
     if group.group_state != STABLE:
         reasons.append(f"group state is {group.group_state}, not {STABLE} (group epoch {group.group_epoch}, "
@@ -100,8 +102,9 @@ def wait_settled(describe: Callable[[], tuple[Any, Mapping[str, int]]], timeout_
 
 def classic_unsettled(group: Any, partitions: Mapping[str, int]) -> list[str]:
     """Why a classic group (a DescribeGroups DescribedGroup; before the first streams-protocol member)
-    is not settled: it must be Stable with every partition of its members' subscribed topics (source and
-    repartition topics: one per task) assigned to exactly one member."""
+    is not settled: it must be Stable, every member synced (holding its assignment of the current
+    generation) and every partition of its members' subscribed topics (source and repartition topics:
+    one per task) assigned to exactly one member."""
     from kprotocol.registry import message_class
 
     subscription, assignment = message_class("ConsumerProtocolSubscription"), message_class("ConsumerProtocolAssignment")
@@ -109,9 +112,12 @@ def classic_unsettled(group: Any, partitions: Mapping[str, int]) -> list[str]:
     owners: dict[tuple[str, int], list[str]] = {}
     topics: set[str] = set()
     for m in group.members:
+        if group.group_state == STABLE and not m.member_assignment:
+            reasons.append(f"member {m.member_id} has no assignment of the current generation (not synced)")
         try:
             topics.update(_consumer_message(subscription, m.member_metadata).topics)
-            for tp in _consumer_message(assignment, m.member_assignment).assigned_partitions:
+            for tp in (_consumer_message(assignment, m.member_assignment).assigned_partitions
+                       if m.member_assignment else ()):
                 for p in tp.partitions:
                     owners.setdefault((tp.topic, p), []).append(m.member_id)
         except ValueError as exc:
@@ -170,6 +176,8 @@ def _subscribed(group: Any) -> set[str]:
 
     topics: set[str] = set()
     for m in group.members:
+        if group.group_state == STABLE and not m.member_assignment:
+            reasons.append(f"member {m.member_id} has no assignment of the current generation (not synced)")
         try:
             topics.update(_consumer_message(message_class("ConsumerProtocolSubscription"), m.member_metadata).topics)
         except ValueError:

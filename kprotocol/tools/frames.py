@@ -20,8 +20,9 @@ CHUNK = 1 << 20
 CAPTURE_ONLY = ("requestFrames", "responseFrames", "requestTime", "responseTime")
 
 
-def _document(exchange: Exchange) -> dict[str, Any]:
-    doc = {k: v for k, v in exchange.to_json().items() if k not in CAPTURE_ONLY and k != "conn"}
+def _document(exchange: Exchange, credentials: bool = False) -> dict[str, Any]:
+    doc = {k: v for k, v in exchange.to_json(credentials=credentials).items()
+           if k not in CAPTURE_ONLY and k != "conn"}
     doc["requestOffset"] = exchange.request_frame.offset
     if exchange.response_frame is not None:
         doc["responseOffset"] = exchange.response_frame.offset
@@ -34,16 +35,18 @@ def _chunks(path: Path) -> Iterator[bytes]:
             yield data
 
 
-def decode_streams(client: Iterable[bytes], server: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+def decode_streams(client: Iterable[bytes], server: Iterable[bytes],
+                   credentials: bool = False) -> Iterator[dict[str, Any]]:
     """One JSON document per exchange (and per problem), in request order, as they complete; each
-    stream is given as the chunks of its bytes, the client's first."""
+    stream is given as the chunks of its bytes, the client's first. SASL credentials are redacted
+    unless `credentials`."""
     connection = Connection(("client", 0), ("server", 0), 0, synced=True)
     for from_client, chunks in ((True, client), (False, server)):
         offset = 0
         for data in chunks:
-            yield from map(_document, connection.stream_bytes(from_client, offset, data))
+            yield from (_document(e, credentials) for e in connection.stream_bytes(from_client, offset, data))
             offset += len(data)
-    yield from map(_document, connection.finish())
+    yield from (_document(e, credentials) for e in connection.finish())
     for orphan in connection.orphans:
         yield {"error": f"response with correlation id {orphan.correlation_id} has no request",
                "responseOffset": orphan.frame.offset, "responseSize": orphan.frame.size, **_repeats(orphan)}
@@ -57,9 +60,9 @@ def _repeats(item: Orphan | StreamProblem) -> dict[str, int]:
     return {"count": item.count, "lastOffset": item.last_offset} if item.count > 1 else {}
 
 
-def run(client: Path, server: Path, out: IO[str], pretty: bool = False) -> int:
+def run(client: Path, server: Path, out: IO[str], pretty: bool = False, credentials: bool = False) -> int:
     bad = 0
-    for doc in decode_streams(_chunks(client), _chunks(server)):
+    for doc in decode_streams(_chunks(client), _chunks(server), credentials):
         bad += "error" in doc or "requestError" in doc or "responseError" in doc
         out.write(dumps(doc, 2 if pretty else None) + "\n")
     if bad:
@@ -75,4 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decode.add_argument("client", type=Path, help="bytes the client sent (size-prefixed requests)")
     decode.add_argument("server", type=Path, help="bytes the broker sent (size-prefixed responses)")
     decode.add_argument("--pretty", action="store_true", help="indented JSON")
-    decode.set_defaults(func=lambda args: run(args.client, args.server, sys.stdout, args.pretty))
+    decode.add_argument("--show-credentials", action="store_true",
+                        help="print SASL logins' passwords, proofs and tokens (redacted by default)")
+    decode.set_defaults(func=lambda args: run(args.client, args.server, sys.stdout, args.pretty,
+                                              args.show_credentials))

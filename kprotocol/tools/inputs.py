@@ -32,10 +32,28 @@ def parse_text(text: str) -> bytes:
         return bytes.fromhex(hexdigits)
     except ValueError:
         pass
+    _hex_typo(hexdigits, compact is not hexdigits)
     try:
         return _base64(compact)
     except UsageError:
         raise UsageError(f"input is neither hex nor base64: {text[:40]!r}") from None
+
+
+HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex_typo(digits: str, prefixed: bool) -> None:
+    """Hex with a mistake in it (an odd number of digits, a stray character among many hex digits, or
+    anything after `0x`) is told as such, not read as base64 (`base64:` forces base64)."""
+    stray = [(i, c) for i, c in enumerate(digits) if c not in HEX]
+    if prefixed and stray:
+        raise UsageError(f"not hex: {stray[0][1]!r} at position {stray[0][0] + 2}")
+    if not stray and (prefixed or len(digits) % 2):
+        raise UsageError(f"hex with an odd number of digits ({len(digits)}); prefix base64 text with 'base64:'")
+    if stray and len(digits) >= 8 and len(stray) <= max(1, len(digits) // 20):
+        i, c = stray[0]
+        raise UsageError(f"not hex: {c!r} at position {i} among {len(digits) - len(stray)} hex digits "
+                         "(base64 text: prefix it with 'base64:')")
 
 
 def _base64(text: str) -> bytes:
@@ -90,9 +108,19 @@ def message_type(name: str) -> type[Message]:
     try:
         return message_class(name)
     except KeyError:
+        folded = [n for n in spec_names() if n.lower() == name.lower()]  # names are case-insensitive, as --api
+        if len(folded) == 1:
+            return message_class(folded[0])
         close = difflib.get_close_matches(name, spec_names(), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(close)}?" if close else " (kprotocol message list shows them all)"
         raise UsageError(f"unknown message {name!r}{hint}") from None
+
+
+def count(text: str) -> int:
+    """An argparse type for -c/--count (--max-records): a number of items, 0 meaning none."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a number of at least 0, not {text!r}")
+    return int(text)
 
 
 def checked_version(cls: type[Message], version: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from kprotocol.errors import DecodeError, EncodeError
 from kprotocol.registry import message_class, spec_names
@@ -34,11 +35,32 @@ def encode(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise UsageError(f"not JSON: {exc}") from None
     try:
-        print(cls.from_json(doc, version).encode(version).hex())
+        print(cls.from_json(with_defaults(cls, doc, version), version).encode(version).hex())
     except (EncodeError, ValueError) as exc:
         print(f"kprotocol: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def with_defaults(cls: type, doc: Any, version: int) -> Any:
+    """`doc` with every field it leaves out at the spec's default (nested structs and struct arrays too);
+    what it gives is kept as given, for the codec to judge."""
+    from kprotocol.runtime.json_codec import struct_to_json
+
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    defaults = struct_to_json(cls(), version)
+    for f in cls._spec:
+        if not f.present(version) or f.tagged_at(version) and f.json_name not in doc:
+            continue
+        if f.json_name not in doc:
+            out[f.json_name] = defaults.get(f.json_name)
+        elif f.type == "struct" and isinstance(doc[f.json_name], dict):
+            out[f.json_name] = with_defaults(f.struct, doc[f.json_name], version)
+        elif f.type == "array" and f.element == "struct" and isinstance(doc[f.json_name], list):
+            out[f.json_name] = [with_defaults(f.struct, x, version) for x in doc[f.json_name]]
+    return out
 
 
 def list_messages(args: argparse.Namespace) -> int:
@@ -72,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     enc = actions.add_parser("encode", help="JSON -> hex body")
     enc.add_argument("name")
     enc.add_argument("version", type=int)
-    enc.add_argument("json", help="JSON text, @file or - for stdin")
+    enc.add_argument("json", help="JSON text, @file or - for stdin; fields left out take the spec's defaults")
     enc.set_defaults(func=encode)
     listing = actions.add_parser("list", help="every message: name, type, api key, versions")
     listing.add_argument("--format", choices=["json", "table"], default="json")
