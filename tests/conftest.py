@@ -78,6 +78,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"{total['specVersions']} spec-versions, {total['messages']} messages "
         f"({report['examplesPerSpecVersion']} per spec-version), {total['mismatches']} mismatches, "
         f"{refused} refused by Kafka's classes")
-    if report["pending"]:
-        terminalreporter.write_line(f"{len(report['pending'])} specs pending (schemas/ differs from the release): "
-                                    + ", ".join(sorted(report["pending"])))

@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,13 +70,10 @@ EXEMPT = {
                                  "whose order is salted at each JVM start; compared sorted by topic",
     "record metadataHash": "Kafka hashes topic metadata with its own hash function (the coordinator's is its own)",
     "record assignmentTimestamp / commitTimestamp": "each side's wall clock",
-    "tasks the assignors place differently": "Kafka's sticky assignor and kprotocol's may break ties differently; "
-                                             "both answers are then checked for validity, the group is marked "
-                                             "diverged and no longer compared (each side goes on from its own "
-                                             "answers); "
-                                             "records that differ in members' targets count as such a divergence "
-                                             "when the rest but current assignments is equal",
 }
+# Tasks placed differently by the two assignors fail a sequence like any other difference (the coordinator's
+# sticky assignor is the broker's tie for tie); the failure names it an assignor divergence, told apart from a
+# reconciliation difference by the targets each side describes.
 ASSIGNMENT_FIELDS = (".activeTasks", ".standbyTasks", ".warmupTasks", ".partitionsByUserEndpoint")
 DESCRIBED_ASSIGNMENT = re.compile(r"\.groups\[\d+\]\.members\[\d+\]\.(targetAssignment|assignment)\.")
 
@@ -158,7 +156,8 @@ class Differential:
     """One sequence's groups at the broker and at a coordinator, with a client view per side."""
 
     total_exchanges = 0  # over every sequence of the process
-    divergences: list[str] = []  # every assignment divergence of the process (see EXEMPT)
+    compared: Counter[str] = Counter()  # answers (by request kind) and records found equal, every sequence
+    divergences: list[str] = []  # every assignor divergence of the process (each failed its sequence)
 
     def __init__(self, broker: Any, standbys: int) -> None:
         run = uuid.uuid4().hex[:8]
@@ -176,7 +175,6 @@ class Differential:
         self.views: dict[str, dict[str, MemberView]] = {"kafka": {}, "ours": {}}
         self.records = self.twin.records
         self.failed = False  # a response differed: the records are not compared on top
-        self.diverged: set[str] = set()  # groups whose assignors placed tasks differently
 
     # time
 
@@ -234,23 +232,19 @@ class Differential:
         return theirs.to_json(version), ours.to_json(version)
 
     def compare(self, what: str, theirs: dict, ours: dict, group: str | None = None) -> None:
-        """Field by field; a difference in placed tasks only marks `group` diverged (see EXEMPT)."""
-        if group is not None and group in self.diverged:
-            return
+        """Field by field; a difference in placed tasks is named an assignor divergence."""
         difference = first_difference(normalize(ours), normalize(theirs))
-        if difference and group is not None and DESCRIBED_ASSIGNMENT.match(difference):
-            self.diverged.add(group)  # a described target: the assignors placed tasks differently
-            Differential.divergences.append(f"{what}: {difference}")
+        if not difference:
+            Differential.compared[what.split(" of ")[0]] += 1
             return
+        self.failed = True
         tasks = lambda r: normalize({k: r.get(k) for k in ("activeTasks", "standbyTasks", "warmupTasks")})  # noqa
-        if difference and group is not None and tasks(theirs) != tasks(ours) and _same_but_tasks(theirs, ours) \
-                and self._targets_differ(group, ours.get("memberId", "")):
-            self.diverged.add(group)  # the assignors' targets differ: not a reconciliation difference
+        if group is not None and (DESCRIBED_ASSIGNMENT.match(difference) or (
+                tasks(theirs) != tasks(ours) and _same_but_tasks(theirs, ours)
+                and self._targets_differ(group, ours.get("memberId", "")))):
             Differential.divergences.append(f"{what}: {difference}")
-            return
-        if difference:
-            self.failed = True
-            raise AssertionError(f"{what}: {difference}\n Kafka: {json.dumps(theirs)}\n ours:  {json.dumps(ours)}")
+            difference = f"assignor divergence (the two sticky assignors placed tasks differently): {difference}"
+        raise AssertionError(f"{what}: {difference}\n Kafka: {json.dumps(theirs)}\n ours:  {json.dumps(ours)}")
 
     def _targets_differ(self, group_id: str, member_id: str) -> bool:
         """Whether Kafka's target for the member (read by a describe) differs from the coordinator's."""
@@ -274,18 +268,17 @@ class Differential:
         self.settle()
         self.twin.poll()
         for group in (self.group, self.other):
-            if group in self.diverged:
-                continue
             self.twin.group_id = group
             ours, theirs = self._both_records(group)
             targets = lambda records: [r for r in records if r[0] == "StreamsGroupTargetAssignmentMemberKey"]  # noqa
             if targets(ours) != targets(theirs) and _without_assignments(ours) == _without_assignments(theirs):
                 Differential.divergences.append(f"group {group}: target assignment records")
-                continue
+                raise AssertionError(f"group {group}: assignor divergence (the target assignment records differ)")
             for i, (a, b) in enumerate(zip(ours, theirs)):
                 assert a == b, f"group {group} record {i} differs:\n ours:  {a}\n Kafka: {b}"
             assert len(ours) == len(theirs), \
                 f"group {group}: {len(ours)} records here, {len(theirs)} in Kafka's log: {theirs[len(ours):]}"
+            Differential.compared["record"] += len(ours)
         self.twin.group_id = self.group
         replayed = StreamsGroupCoordinator.from_records(self.records)
         for group_id, group in self.coordinator.groups.items():
@@ -307,7 +300,7 @@ class Differential:
 
 def _without_assignments(records: list[tuple]) -> list[tuple]:
     """Records without members' targets and current assignments (their reconciliation state follows the
-    target), where two assignors may differ (see EXEMPT)."""
+    target): where records differ only in those, the assignors diverged."""
     return [r for r in records if r[0] not in ("StreamsGroupTargetAssignmentMemberKey",
                                                "StreamsGroupCurrentMemberAssignmentKey")]
 
@@ -562,8 +555,6 @@ class DifferentialMachine(RuleBasedStateMachine):
     def describe(self, which: list[str], version: int) -> None:
         version = min(version, self.d.version(DESCRIBE)[1])
         ids = {"main": self.d.group, "other": self.d.other, "absent": f"{self.d.group}-absent"}
-        if self.d.group in self.d.diverged:
-            which = [w for w in which if w != "main"] or ["absent"]
         request = DESCRIBE(group_ids=[ids[w] for w in which])
         theirs, ours = self.d.exchange(request, request, version)
         self.d.compare("StreamsGroupDescribe", theirs, ours, self.d.group if "main" in which else None)

@@ -15,15 +15,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import re
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
 
 from kprotocol import message_class
 from kprotocol.connection import Connection
@@ -211,6 +214,52 @@ class Output:
         self.consumer.close()
 
 
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60) -> list[ConsumerRecord]:
+    """Every committed record of `topic`, read up to its partitions' end offsets (under read_committed the last
+    stable offsets: an open transaction holds them back); fails when they are not reached within `timeout_s`."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    try:
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning()
+        end = consumer.end_offsets(assigned)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < end[tp] for tp in assigned):
+            assert time.monotonic() < deadline, \
+                f"{topic}: end offsets {end} not reached in {timeout_s} s: {[consumer.position(t) for t in assigned]}"
+            for batch in consumer.poll(500).values():
+                records += batch
+        return records
+    finally:
+        consumer.close()
+
+
+# Kafka Streams' StreamTask logs (INFO) when an active task starts or stops running in a stream thread.
+TASK_LOG_LINE = re.compile(r"^\[([\d-]+T[\d:,]+)\] INFO stream-thread \[(\S+)\] task \[(\d+_\d+)\] "
+                           r"(Initialized|Resumed|Suspended|Closed)\b.*\(StreamTask\)$")
+
+
+def task_histories(log_path: Path) -> list[list[dict]]:
+    """The active tasks of each stream thread of a published example's run, from its log, as `overlaps` reads
+    the project's app events: a task is active from its StreamTask's `Initialized` (or `Resumed`) until its
+    `Suspended` or `Closed`, or until the log's last line (a kill -9)."""
+    threads: dict[str, tuple[set[str], list[dict]]] = {}
+    last = 0
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        stamp = re.match(r"^\[([\d-]+T[\d:,]+)\]", line)
+        if stamp:
+            last = int(datetime.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S,%f").timestamp() * 1000)
+        found = TASK_LOG_LINE.match(line)
+        if not found:
+            continue
+        active, events = threads.setdefault(found.group(2), (set(), []))
+        (active.add if found.group(4) in ("Initialized", "Resumed") else active.discard)(found.group(3))
+        events.append({"event": "tasks", "timeMs": last, "state": "RUNNING", "active": sorted(active)})
+    return [events + [{"event": "end", "timeMs": last}] for _, events in threads.values()]
+
+
 class CountAppInstance:
     """The project's Streams app (one instance) with the stop and kill of an ExampleApp."""
 
@@ -281,6 +330,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
     gateway = feed = output = None
     apps: list[ExampleApp | CountAppInstance | None] = [None] * INSTANCES
     every_count_app: list[CountAppInstance] = []  # their own task events: no task active on two at once
+    every_example_app: list[ExampleApp] = []  # their logs tell their tasks
     try:
         broker.create_topic(source, PARTITIONS)
         broker.create_topic(sink, PARTITIONS)
@@ -302,6 +352,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
                                            group_protocol=protocol, num_standby_replicas=shape.standbys,
                                            processing_guarantee=shape.guarantee, threads=shape.threads,
                                            streams_version=version)
+                every_example_app.append(apps[i])
                 return
             extra = {"topology": shape.app, "num.stream.threads": str(shape.threads),
                      **({"table": workload.table} if workload.table else {})}
@@ -363,7 +414,17 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
             sent, latest, values)
         for i in range(INSTANCES):
             stop(i)
-        doubled = overlaps([x.app.events for x in every_count_app])
+        final = read_committed(broker.bootstrap, sink, PARTITIONS)  # all of it: a later duplicate too
+        wrong = workload.wrong(sent, {r.key.decode(): r.value for r in final}, [r.value for r in final])
+        assert not wrong, f"{shape.name}: output read to its end differs (output, input) for {len(wrong)} keys: " \
+                          f"{dict(list(wrong.items())[:20])}"
+        histories = [x.app.events for x in every_count_app] + \
+            [h for x in every_example_app for h in task_histories(x.log_path)]
+        seen = {t for h in histories for e in h if e.get("event") == "tasks" for t in e["active"]}
+        tasks = {f"{s}_{p}" for s in range(EXAMPLES[shape.app].subtopologies if shape.app in EXAMPLES else 1)
+                 for p in range(PARTITIONS)}
+        assert tasks <= seen, f"{shape.name}: tasks never seen active (the check would prove nothing): {tasks - seen}"
+        doubled = overlaps(histories)
         assert not doubled, f"{shape.name}: tasks active on two instances at once: {doubled}"
         return result
     finally:

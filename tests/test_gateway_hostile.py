@@ -423,6 +423,186 @@ def test_limits_close_idle_stalled_and_surplus_connections_only(kafka_broker: Ka
     assert "Traceback" not in log
 
 
+def _closed_by_peer(conns: list[socket.socket], expected: int, timeout: float = 10) -> list[int]:
+    """The indexes of the connections the peer closed, once `expected` of them are (or at `timeout`), then a
+    moment more to see that no other follows."""
+    closed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    settled_at = None
+    while time.monotonic() < deadline:
+        for i, conn in enumerate(conns):
+            if i not in closed:
+                conn.setblocking(False)
+                try:
+                    if conn.recv(1) == b"":
+                        closed.add(i)
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    closed.add(i)
+        if len(closed) >= expected:
+            settled_at = settled_at or time.monotonic()
+            if time.monotonic() - settled_at > 0.5:
+                break
+        time.sleep(0.05)
+    return sorted(closed)
+
+
+def test_connection_and_request_size_caps(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """max.connections: past the cap the idlest connection makes way (40 of 60 idle ones closed, oldest first);
+    max.connections.per.ip closes a new connection past the cap (another address is still served);
+    socket.request.max.bytes closes a connection announcing a larger frame at once, a smaller one is answered."""
+    gateway = GatewayProcess(kafka_broker, ["caps"], tmp_path / "state", "--limit", "max.connections=20")
+    try:
+        flood = [socket.create_connection(("127.0.0.1", gateway.port)) for _ in range(60)]
+        closed = _closed_by_peer(flood, expected=40)
+        assert closed == list(range(40)), f"max.connections=20: the gateway closed {closed} of 60 idle connections"
+        with Connection("127.0.0.1", gateway.port) as good:
+            assert good.send(message_class("MetadataRequest")(topics=[])).brokers
+        assert _closed_by_peer(flood[40:], expected=1) == [0], "the idlest of the 20 left makes way"
+        for conn in flood:
+            conn.close()
+    finally:
+        gateway.stop()
+    gateway = GatewayProcess(kafka_broker, ["caps"], tmp_path / "state", "--limit", "max.connections.per.ip=3",
+                             "--limit", "socket.request.max.bytes=1000")
+    try:
+        conns = [socket.create_connection(("127.0.0.1", gateway.port)) for _ in range(5)]
+        assert _closed_by_peer(conns, expected=2) == [3, 4], "max.connections.per.ip=3"
+        other = socket.create_connection(("127.0.0.1", gateway.port), source_address=("127.0.0.2", 0))
+        assert _closed_by_peer([other], expected=1, timeout=1.5) == [], "another address has connections to spare"
+        for conn in conns + [other]:
+            conn.close()
+        deadline = time.monotonic() + 10
+        while True:  # until the gateway has seen the closes
+            try:
+                with Connection("127.0.0.1", gateway.port) as small:
+                    assert small.send(message_class("MetadataRequest")(topics=[])).brokers
+                break
+            except ConnectionError:
+                assert time.monotonic() < deadline, "no connection admitted after the others closed"
+                time.sleep(0.1)
+        large = socket.create_connection(("127.0.0.1", gateway.port))
+        large.sendall((2000).to_bytes(4, "big") + b"\x00\x03\x00\x0c")  # 2000 bytes announced, never sent
+        assert _closed_by_peer([large], expected=1, timeout=5) == [0], "socket.request.max.bytes=1000"
+        large.close()
+    finally:
+        gateway.stop()
+    log = gateway.log.read_text()
+    assert "max.connections.per.ip (3) reached" in log and "Traceback" not in log
+
+
+class Relay:
+    """A TCP relay in front of the broker that notes when each request frame reaches it, by client id (the
+    gateway's upstream)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream, self.arrivals = upstream, []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.bootstrap = f"127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pipe, args=(client, broker, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(broker, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        buffer = b""
+        try:
+            while data := source.recv(1 << 16):
+                sink.sendall(data)
+                buffer += data if requests else b""
+                while requests and len(buffer) >= 8 and len(buffer) >= 4 + int.from_bytes(buffer[:4], "big"):
+                    client_id = buffer[14:14 + int.from_bytes(buffer[12:14], "big", signed=True)]
+                    self.arrivals.append((client_id.decode(errors="replace"), time.monotonic()))
+                    buffer = buffer[4 + int.from_bytes(buffer[:4], "big"):]
+        except OSError:
+            pass
+        finally:
+            sink.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _frame(message: object, version: int, correlation_id: int, client_id: str) -> bytes:
+    return encode_request(HEADER(request_api_key=message.api_key, request_api_version=version,  # type: ignore
+                                 correlation_id=correlation_id, client_id=client_id), message)
+
+
+def _pipelined(port: int, requests: list[tuple[object, int]]) -> socket.socket:
+    """A connection that sends `requests` at once (correlation ids 1...), reading nothing."""
+    conn = socket.create_connection(("127.0.0.1", port))
+    conn.sendall(b"".join(_frame(message, version, i + 1, "pipelined")
+                          for i, (message, version) in enumerate(requests)))
+    return conn
+
+
+def test_in_flight_and_buffered_response_caps_stop_reading_a_client(kafka_broker: KafkaBroker,
+                                                                    tmp_path: Path) -> None:
+    """gateway.max.inflight.requests: with a Fetch the broker holds 2 s owed, the requests past the cap are not
+    read (they reach the broker after its answer; the gateway lets one more through than the cap, as the request
+    being answered has left its queue); gateway.max.buffered.response.bytes: past it the gateway stops taking
+    answers for a client that reads nothing, its in-flight slots fill up and it stops being read: a few of its
+    fetches of 1 MB reach the broker (the kernel's socket buffers hold some answers too)."""
+    relay = Relay(("127.0.0.1", kafka_broker.port))
+    upstream = type("Upstream", (), {"bootstrap": relay.bootstrap})()
+    topic = f"caps-{uuid.uuid4().hex[:6]}"
+    kafka_broker.create_topic(topic, 1)
+    fetch_cls = message_class("FetchRequest")
+
+    def fetch(wait_ms: int, min_bytes: int) -> object:
+        return fetch_cls(replica_id=-1, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=4 << 20,
+                         isolation_level=0, topics=[fetch_cls.FetchTopic(topic=topic, partitions=[
+                             fetch_cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=4 << 20)])])
+    gateway = GatewayProcess(upstream, ["caps"], tmp_path / "state", "--limit", "gateway.max.inflight.requests=1")
+    try:
+        versions = message_class("ApiVersionsRequest")()
+        conn = _pipelined(gateway.port, [(fetch(2000, 1 << 20), 12), (versions, 0), (versions, 0)])
+        deadline = time.monotonic() + 10
+        while len([a for a in relay.arrivals if a[0] == "pipelined"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (_, fetched), _, (_, third) = [a for a in relay.arrivals if a[0] == "pipelined"]
+        assert third - fetched > 1.5, f"the third request reached the broker {third - fetched:.2f} s after " \
+                                      "the first: gateway.max.inflight.requests=1 did not hold it back"
+        conn.close()
+    finally:
+        gateway.stop()
+    with KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=50) as producer:
+        for _ in range(256):
+            producer.send(topic, b"x" * 4096)  # 1 MB to fetch, again and again
+
+    def forwarded(buffered: int) -> int:
+        """Of 80 fetches of 1 MB from a client reading nothing, how many reach the broker."""
+        relay.arrivals.clear()
+        gateway = GatewayProcess(upstream, ["caps"], tmp_path / "state", "--limit", "gateway.max.inflight.requests=4",
+                                 "--limit", f"gateway.max.buffered.response.bytes={buffered}")
+        try:
+            conn = socket.create_connection(("127.0.0.1", gateway.port))
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            for i in range(80):  # one at a time, as the gateway's answers pile up unread
+                conn.sendall(_frame(fetch(0, 1), 12, i + 1, "never-reads"))
+                time.sleep(0.05)
+            time.sleep(1)
+            conn.close()
+            assert "Traceback" not in gateway.log.read_text()
+            return len([a for a in relay.arrivals if a[0] == "never-reads"])
+        finally:
+            gateway.stop()
+    try:
+        small, large = forwarded(65536), forwarded(32 << 20)  # the kernel's socket buffers hold a few more
+        assert small < 16 and large - small >= 16, \
+            f"gateway.max.buffered.response.bytes: {small} fetches read at 64 KB, {large} at 32 MB"
+    finally:
+        relay.close()
+
+
 @pytest.mark.parametrize("options, says", [
     (["--state", "{file}"], "a file, not a directory"),
     (["--group-config", "group.max.bogus=1"], "unknown"),

@@ -22,6 +22,7 @@ from kprotocol.connection import Connection
 from kprotocol.toolchain import KafkaBroker
 from kprotocol.toolchain.streams_app import StreamsApp
 from migration import GatewayProcess, overlaps
+from migration_scenario import read_committed
 
 PARTITIONS, INSTANCES = 4, 3
 
@@ -55,20 +56,28 @@ class Input:
         return self.sent
 
 
-def output(bootstrap: str, topic: str, expected: collections.Counter, timeout_s: float = 90) -> tuple[dict, dict]:
-    """The last count per key (read until it equals `expected` or time runs out) and every record's time."""
+def wait_for_output(bootstrap: str, topic: str, expected: collections.Counter, timeout_s: float = 90) -> None:
+    """Until the committed output's last count per key reaches `expected` (or time runs out): the input is
+    processed and the apps can stop. The output is judged afterwards, read to its end (`final_output`)."""
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=int(timeout_s * 1000))
+                             isolation_level="read_committed", consumer_timeout_ms=int(timeout_s * 1000))
     latest: dict[str, int] = {}
-    times: dict[int, list[int]] = collections.defaultdict(list)  # per output partition (one task writes each)
     try:
         for message in consumer:
             latest[message.key.decode()] = int(message.value)
-            times[message.partition].append(message.timestamp)
-            if latest == dict(expected):
+            if all(latest.get(k, 0) >= n for k, n in expected.items()):
                 break
     finally:
         consumer.close()
+
+
+def final_output(bootstrap: str, topic: str) -> tuple[dict, dict]:
+    """The last count per key and every record's time, of every committed record up to the end offsets."""
+    latest: dict[str, int] = {}
+    times: dict[int, list[int]] = collections.defaultdict(list)  # per output partition (one task writes each)
+    for message in read_committed(bootstrap, topic, PARTITIONS):
+        latest[message.key.decode()] = int(message.value)
+        times[message.partition].append(message.timestamp)
     return latest, times
 
 
@@ -158,7 +167,10 @@ def test_rolling_migration_gateway_restart_and_cut_over(kafka_broker: KafkaBroke
         step("cut over to the broker", cut_over)
         time.sleep(3)
         sent = feed.stop()
-        counts, times = output(kafka_broker.bootstrap, sink, sent)
+        wait_for_output(kafka_broker.bootstrap, sink, sent)
+        for app in apps:
+            app.stop()  # cleanly: what they wrote is committed, nothing more comes
+        counts, times = final_output(kafka_broker.bootstrap, sink)
         if guarantee == "exactly_once_v2":
             assert counts == dict(sent)  # no loss, no duplicate
         else:
@@ -206,7 +218,10 @@ def test_an_older_streams_release_takes_part(kafka_broker: KafkaBroker, tmp_path
         assert sorted(m.is_classic for m in group.members) == [False, True]
         time.sleep(2)
         sent = feed.stop()
-        counts, _ = output(kafka_broker.bootstrap, sink, sent)
+        wait_for_output(kafka_broker.bootstrap, sink, sent)
+        for app in apps:
+            app.stop()
+        counts, _ = final_output(kafka_broker.bootstrap, sink)
         assert all(counts.get(k, 0) >= n for k, n in sent.items())
         assert_no_overlap([a.events for a in apps], tmp_path)
     finally:

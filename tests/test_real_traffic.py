@@ -4,29 +4,30 @@ protocols), against the real broker; and the small recordings kept in fixtures/t
 
 The same run is captured by tcpdump on the loopback interface: the capture decoder must find
 every exchange the recording proxy saw, field for field, in the pcap and in its pcapng copy, and
-tshark decodes a subset of it (the differential test reports what only kprotocol decodes)."""
+tshark's Kafka dissector decodes what its version supports: those requests and responses are compared with
+kprotocol's field by field (tests/tshark_dissection.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from kprotocol.capture import decode_capture
 from kprotocol.toolchain import KafkaBroker, free_port
 from kprotocol.toolchain.maven import java_command
 from kprotocol.toolchain.recorder import RecordingProxy, RoundTripReport, check_round_trip
 from kprotocol.toolchain.streams_app import StreamsApp
-from kprotocol.toolchain.tcpdump import Tcpdump, to_pcapng, tool
+from kprotocol.toolchain.tcpdump import Tcpdump, to_pcapng
 from proxy_capture import assert_capture_matches_proxy
+from tshark_dissection import judge
 
 TRAFFIC = Path(__file__).resolve().parents[1] / "fixtures" / "traffic"
+CLIENTS_PCAP = TRAFFIC.parent / "captures" / "clients.pcap"
 pytestmark = pytest.mark.xdist_group("kafka")
 
 
@@ -162,35 +163,16 @@ def test_capture_decodes_every_exchange_the_proxy_saw(traffic: Traffic, form: st
     print(f"\n{form}: {total} exchanges over {len(proxy.connections)} connections match the proxy's bytes")
 
 
-def _tshark_requests(path: Path, port: int) -> dict[tuple[int, int], tuple[int, int, bool]]:
-    """(packet, correlation id) -> (api key, api version, clean) for every request tshark dissects."""
-    fields = ["frame.number", "kafka.request_key", "kafka.api_version", "kafka.correlation_id", "_ws.expert.message"]
-    result = subprocess.run([tool("tshark"), "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka",
-                             "-T", "fields", "-E", "occurrence=a", "-E", "separator=|",
-                             *[x for f in fields for x in ("-e", f)]],
-                            capture_output=True, text=True, timeout=600, check=True)
-    out = {}
-    for line in result.stdout.splitlines():
-        number, keys, versions, correlations, expert = line.split("|")
-        if not keys:
-            continue  # a response
-        for key, version, correlation in zip(keys.split(","), versions.split(","), correlations.split(",")):
-            out[(int(number), int(correlation))] = (int(key), int(version), not expert)
-    return out
-
-
 def test_tshark_differential(traffic: Traffic) -> None:
-    port = traffic.proxy.port
-    ours = {(e.request_frame.last, e.correlation_id): e for e in decode_capture(traffic.pcap, ports=(port,))}
-    theirs = _tshark_requests(traffic.pcap, port)
-    clean = {k: v for k, v in theirs.items() if v[2]}
-    assert clean, "tshark decoded nothing cleanly: the differential test would prove nothing"
-    for key, (api_key, api_version, _) in clean.items():
-        exchange = ours[key]
-        assert (exchange.api_key, exchange.api_version) == (api_key, api_version)
-        assert exchange.request is not None
-    only_ours = Counter(f"{e.api_name} v{e.api_version}" for k, e in ours.items()
-                        if k not in clean and e.request is not None)
-    print(f"\ntshark {subprocess.run([tool('tshark'), '-v'], capture_output=True, text=True).stdout.split()[2]}: "
-          f"{len(clean)} of {len(ours)} requests decoded without an expert flag, all equal in kprotocol; "
-          f"only kprotocol decodes {sum(only_ours.values())}: " + ", ".join(f"{k}: {n}" for k, n in only_ours.most_common()))
+    """Every request and response tshark's Kafka dissector decodes, field by field (tests/tshark_dissection.py)."""
+    judged = judge(traffic.pcap, traffic.proxy.port)
+    assert judged.differences == [], "\n".join(judged.differences[:20])
+    assert judged.compared["request"] >= 20 and judged.compared["response"] >= 20, judged.summary()
+    print("\n" + judged.summary())
+
+
+def test_tshark_differential_on_the_kept_capture() -> None:
+    """The same on fixtures/captures/clients.pcap, whose counts are known."""
+    judged = judge(CLIENTS_PCAP, 60127)
+    assert judged.differences == [], "\n".join(judged.differences[:20])
+    assert judged.compared == {"request": 22, "response": 21}, judged.summary()
