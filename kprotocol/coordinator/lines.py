@@ -20,7 +20,13 @@ from typing import Any
 
 import orjson
 
-from kprotocol.coordinator.decode import GROUP_METADATA, LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, decode_record
+from kprotocol.coordinator.decode import (
+    EARLIER_LAYOUTS,
+    GROUP_METADATA,
+    LEGACY_OFFSET_COMMIT,
+    OFFSET_COMMIT,
+    decode_record,
+)
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, record_types, type_names
 from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kprotocol.records.reader import DEFAULT_MAX_RECORDS
@@ -42,9 +48,10 @@ D_INT, D_BYTES, D_NULL, D_EMPTY, D_OTHER = range(5)
 KEY_CAPTURES = {"group": 0, "groupId": 0, "topic": 1, "partition": 2}
 COMMIT_CAPTURES = {"offset": 3, "leaderEpoch": 4, "metadata": 5, "commitTimestamp": 6, "expireTimestamp": 7}
 GROUP_CAPTURES = {"protocolType": 8, "protocol": 9}
-# Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`): in C,
-# or by `_nested` when the userdata is Kafka Streams' (protocol "stream") or anything is unusual.
+# Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`), with their
+# Kafka Streams userdata (protocol "stream"): in C, or by `_nested` when anything is unusual.
 HOOKS = {"subscription": 1, "assignment": 2}
+NESTED_CAPTURES = {"userData": 10}  # CAP_USER_DATA: the Streams userdata inside a payload
 
 
 class Unsupported(Exception):
@@ -114,9 +121,10 @@ def _flexible(cls: Any, version: int) -> bool:
 
 
 @cache
-def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes, str]]:
-    """Record type -> (key plan, {value version: plan}, the line's JSON up to the key, the type's name)
-    for every type of `__consumer_offsets` the compiled path takes."""
+def record_plans() -> dict[int, tuple[Any, ...]]:
+    """Record type -> (key plan, {value version: plan}, the line's JSON up to the key, the type's name) for
+    every type of `__consumer_offsets` the compiled path takes; plus ({version: plan}, `,"layout":"..."`)
+    of the layout Kafka changed in place (EARLIER_LAYOUTS) where it has one."""
     types = record_types(CONSUMER_OFFSETS)
     names = type_names(CONSUMER_OFFSETS)
     out = {}
@@ -138,8 +146,24 @@ def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes, str]]:
                         values[version] = plan(cls, version, _flexible(cls, version), captures, hooks)
         except Unsupported:
             continue
-        out[type_id] = (key, values, b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":', names[type_id])
+        out[type_id] = (key, values, b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":', names[type_id],
+                        *_earlier_plans(record_type.value, values, captures, hooks))
     return out
+
+
+def _earlier_plans(cls: Any, values: dict[int, Any], captures: dict[str, int] | None,
+                   hooks: dict[str, int] | None) -> tuple[Any, ...]:
+    """({version: plan}, `,"layout":"<spec>"`) of the layout before an in-place change of `cls`, or ()."""
+    name = EARLIER_LAYOUTS.get(cls.__name__)
+    if name is None:
+        return ()
+    earlier = message_class(name)
+    low, high = earlier.valid_versions
+    try:
+        plans = {v: plan(earlier, v, _flexible(earlier, v), captures, hooks) for v in range(low, high + 1) if v in values}
+    except Unsupported:
+        return ()
+    return plans, b',"layout":' + orjson.dumps(name)
 
 
 @cache
@@ -150,7 +174,7 @@ def nested_plans() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     for name in ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"):
         cls = message_class(name)
         try:
-            out.append(tuple(plan(cls, v, _flexible(cls, v)) for v in range(cls.valid_versions[1] + 1)))
+            out.append(tuple(plan(cls, v, _flexible(cls, v), NESTED_CAPTURES) for v in range(cls.valid_versions[1] + 1)))
         except Unsupported:
             out.append(())
     return out[0], out[1]
@@ -182,7 +206,7 @@ def record_problem(decoded: dict[str, Any]) -> str | None:
 def decoder(fallback: Any, member_types: frozenset[int] = frozenset(), max_records: int = DEFAULT_MAX_RECORDS) -> Any:
     """A compiled Decoder whose records the plans do not take go to `fallback` (see _offsets.c), and
     whose `rows` hand records of `member_types` to their `derive`."""
-    types = {t: (*plans, t in member_types) for t, plans in record_plans().items()}
+    types = {t: (*plans[:4], t in member_types, *plans[4:]) for t, plans in record_plans().items()}
     return _offsets.Decoder(types, nested_plans(), _nested, _decompress, fallback, max_records)
 
 
