@@ -225,6 +225,7 @@ typedef struct PlanObject PlanObject;
 typedef struct {
     PyObject *key;      /* bytes: `"name":` */
     int kind, array, nullable, tag, capture, hook;
+    int early;          /* tagged, but before a regular field in the spec: taken at its default only */
     int dkind;          /* D_* (tagged fields) */
     int64_t dint;
     PyObject *dbytes;   /* D_BYTES default */
@@ -254,7 +255,7 @@ static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
 }
 
 /* Plan(flexible, fields): each field (key, kind, array, nullable, tag, dkind, default, sub, capture, hook,
- * hook_key), in spec order, tagged fields last. */
+ * hook_key[, early]), in spec order, tagged fields last. */
 static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     int flexible;
     PyObject *fields;
@@ -270,8 +271,8 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         FieldPlan *f = &self->fields[i];
         PyObject *sub, *dflt;
         long long dint = 0;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "SiiiiiOOiiO", &f->key, &f->kind, &f->array, &f->nullable,
-                              &f->tag, &f->dkind, &dflt, &sub, &f->capture, &f->hook, &f->hook_key)) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "SiiiiiOOiiO|p", &f->key, &f->kind, &f->array, &f->nullable,
+                              &f->tag, &f->dkind, &dflt, &sub, &f->capture, &f->hook, &f->hook_key, &f->early)) {
             Py_DECREF(self);
             return NULL;
         }
@@ -1250,9 +1251,9 @@ static int emit_struct(PlanObject *pl, const unsigned char *b, Py_ssize_t end, P
             }
             for (int i = nregular; i < pl->nfields; i++) {
                 if (at[i] < 0) continue;
-                Py_ssize_t p = at[i];
+                Py_ssize_t p = at[i], before = o->len;
                 if ((r = emit_tagged(&pl->fields[i], b, stop[i], &p, o, ctx, &first)) < 0) return r;
-                if (p != stop[i]) return FB;
+                if (p != stop[i] || (pl->fields[i].early && o->len != before)) return FB;
             }
         }
     }

@@ -88,9 +88,10 @@ def _default(f: Field) -> tuple[int, Any]:
 
 def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, int] | None = None,
          hooks: dict[str, int] | None = None) -> Any:
-    """The compiled JSON plan of `cls` at `version` (Kafka's JSON shape, as `to_json` writes it)."""
-    fields = []
-    tagged_seen = False
+    """The compiled JSON plan of `cls` at `version` (Kafka's JSON shape, as `to_json` writes it): regular fields
+    in spec order, then tagged ones; a tagged field the spec puts before a regular one is "early" (the
+    compiled path takes it only at its default, which `to_json` leaves out)."""
+    regular, tagged_fields = [], []
     for f in cls._spec:
         if not f.present(version):
             continue
@@ -99,9 +100,6 @@ def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, in
         tagged = f.tagged_at(version)
         if tagged and not flexible:
             raise Unsupported(f"{cls.__name__}.{f.json_name} is tagged in a version that is not flexible")
-        if tagged_seen and not tagged:
-            raise Unsupported(f"{cls.__name__}: a tagged field before {f.json_name}")
-        tagged_seen |= tagged
         kind = f.element if f.type == "array" else f.type
         if kind not in KINDS:
             raise Unsupported(f"{cls.__name__}.{f.json_name} is {kind}")
@@ -110,9 +108,15 @@ def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, in
         capture = (captures or {}).get(f.json_name, -1) if f.type not in ("array", "struct") else -1
         hook = (hooks or {}).get(f.json_name, 0) if f.type == "bytes" else 0
         hook_key = b"," + orjson.dumps("decoded" + f.json_name[:1].upper() + f.json_name[1:]) + b":" if hook else b""
-        fields.append((orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
-                       f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key))
-    return _offsets.Plan(flexible, tuple(fields))
+        field = [orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
+                 f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key, False]
+        if tagged:
+            tagged_fields.append(field)
+        else:
+            for early in tagged_fields:
+                early[-1] = True
+            regular.append(field)
+    return _offsets.Plan(flexible, tuple(map(tuple, regular + tagged_fields)))
 
 
 def _flexible(cls: Any, version: int) -> bool:
