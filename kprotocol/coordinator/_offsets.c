@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ static const int FIXED_SIZE[] = {1, 1, 2, 4, 8, 2, 4, 16};
 /* How a tagged field's default is compared: a number, bytes (string/uuid/bytes), null, an empty array;
  * "other" (a struct) sends the record to the fallback whenever the tag is present. */
 enum { D_INT, D_BYTES, D_NULL, D_EMPTY, D_OTHER };
-enum { NCAP = 10 };
+enum { NCAP = 11 };
 #define FB (-1)  /* not the common case: the Python fallback decides */
 #define ERR (-2) /* a Python exception is set */
 
@@ -224,6 +225,7 @@ typedef struct PlanObject PlanObject;
 typedef struct {
     PyObject *key;      /* bytes: `"name":` */
     int kind, array, nullable, tag, capture, hook;
+    int early;          /* tagged, but before a regular field in the spec: taken at its default only */
     int dkind;          /* D_* (tagged fields) */
     int64_t dint;
     PyObject *dbytes;   /* D_BYTES default */
@@ -253,7 +255,7 @@ static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
 }
 
 /* Plan(flexible, fields): each field (key, kind, array, nullable, tag, dkind, default, sub, capture, hook,
- * hook_key), in spec order, tagged fields last. */
+ * hook_key[, early]), in spec order, tagged fields last. */
 static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     int flexible;
     PyObject *fields;
@@ -269,8 +271,8 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         FieldPlan *f = &self->fields[i];
         PyObject *sub, *dflt;
         long long dint = 0;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "SiiiiiOOiiO", &f->key, &f->kind, &f->array, &f->nullable,
-                              &f->tag, &f->dkind, &dflt, &sub, &f->capture, &f->hook, &f->hook_key)) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "SiiiiiOOiiO|p", &f->key, &f->kind, &f->array, &f->nullable,
+                              &f->tag, &f->dkind, &dflt, &sub, &f->capture, &f->hook, &f->hook_key, &f->early)) {
             Py_DECREF(self);
             return NULL;
         }
@@ -326,7 +328,7 @@ typedef struct {
     int latest[2];                          /* their latest version, -1 for none */
 } Ctx;
 
-enum { CAP_PROTOCOL_TYPE = 8, CAP_PROTOCOL = 9 };
+enum { CAP_PROTOCOL_TYPE = 8, CAP_PROTOCOL = 9, CAP_USER_DATA = 10 };
 
 /* A scalar read off the wire: its number, or its bytes. */
 typedef struct {
@@ -488,11 +490,666 @@ static int emit_tagged(const FieldPlan *f, const unsigned char *b, Py_ssize_t e,
     return 0;
 }
 
-/* `,"decoded<Field>":{"version":V,"data":{...}}` of a consumer-protocol payload whose userdata is not
- * Kafka Streams' (decoded at min(V, latest) as the Python path does); FB for anything else. */
+/* ------------------------------------------------------------------ Kafka Streams userdata */
+
+/* SubscriptionInfo and AssignmentInfo v1-11 (the userData of a "stream" member's consumer-protocol
+ * payload) rendered as kprotocol.streams' to_fields() and NestedMessage.to_json() render them:
+ * `,"streamsUserData":{...}` or `,"streamsUserDataError":"..."`. The common errors (no userData, a short
+ * version, a version out of range, a repeated client tag) are written here; anything else unusual (a
+ * truncated or oversized collection, text that is not plain UTF-8, a lone surrogate...) is FB, and the
+ * Python decoder (the reference) takes the whole payload. */
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t n, pos;
+} Rd;
+
+static inline int rd_int(Rd *r, int size, int64_t *v) {
+    if (r->n - r->pos < size) return FB;
+    const unsigned char *p = r->b + r->pos;
+    *v = size == 1 ? (int8_t)p[0] : size == 2 ? (int16_t)be(p, 2) : size == 4 ? (int32_t)be(p, 4) : be(p, 8);
+    r->pos += size;
+    return 0;
+}
+
+/* An int32 count of elements of at least `min_size` bytes each that fit in what remains. */
+static inline int rd_count(Rd *r, int min_size, int64_t *count) {
+    if (rd_int(r, 4, count) < 0 || *count < 0 || *count * min_size > r->n - r->pos) return FB;
+    return 0;
+}
+
+static inline int rd_take(Rd *r, int64_t len, const unsigned char **p) {
+    if (len < 0 || len > r->n - r->pos) return FB;
+    *p = r->b + r->pos;
+    r->pos += len;
+    return 0;
+}
+
+/* Strict UTF-8 without surrogates; `max_len` 3 also refuses 4-byte sequences (Java's readUTF does). */
+static int plain_utf8(const unsigned char *p, Py_ssize_t n, int max_len) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) { i++; continue; }
+        int len;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+        else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+        else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+        else return 0;
+        if (len > max_len || i + len > n) return 0;
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+    int isnull;
+} Text;
+
+/* bytes32 of UTF-8 (SubscriptionInfo's endpoint and client tags). */
+static int rd_utf8_32(Rd *r, Text *t) {
+    int64_t len;
+    t->isnull = 0;
+    if (rd_int(r, 4, &len) < 0 || rd_take(r, len, &t->p) < 0) return FB;
+    t->n = (Py_ssize_t)len;
+    return plain_utf8(t->p, t->n, 4) ? 0 : FB;
+}
+
+/* Growable arrays of the records below (an Out holding whole elements). */
+#define VEC_AT(o, T, i) (((T *)(o)->buf)[i])
+#define VEC_LEN(o, T) ((o)->len / (Py_ssize_t)sizeof(T))
+
+static void *vec_push(Out *o, Py_ssize_t size) {
+    if (reserve(o, size) < 0) return NULL;
+    void *at = o->buf + o->len;
+    o->len += size;
+    memset(at, 0, size);
+    return at;
+}
+
+/* A task (its rendered id in `txt` at `at`), with its offset sum or its standby partitions [lo, hi). */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t at, n, idx, lo, hi;
+    int64_t value;
+    int standby; /* v1-6 subscriptions: from the standby list */
+} TaskEnt;
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+    int isnull;
+    int32_t partition;
+} TpEnt;
+
+typedef struct {
+    Text host;
+    int32_t port;
+    Py_ssize_t idx, lo, hi;
+} HostEnt;
+
+typedef struct {
+    int32_t index;
+    Text topic;
+    Py_ssize_t idx;
+} DictEnt;
+
+typedef struct {
+    Text key, value;
+    Py_ssize_t idx;
+} TagEnt;
+
+typedef struct {
+    Out txt, tasks, tps, hosts, dict, tags, msg;
+    Out conv; /* modified UTF-8 converted to UTF-8: allocated once, as long as the payload (never moves) */
+} Scratch;
+
+static void scratch_free(Scratch *s) {
+    PyMem_RawFree(s->txt.buf);
+    PyMem_RawFree(s->tasks.buf);
+    PyMem_RawFree(s->tps.buf);
+    PyMem_RawFree(s->hosts.buf);
+    PyMem_RawFree(s->dict.buf);
+    PyMem_RawFree(s->tags.buf);
+    PyMem_RawFree(s->msg.buf);
+    PyMem_RawFree(s->conv.buf);
+}
+
+/* writeUTF's modified UTF-8 (AssignmentInfo's topics and hosts) as decode_mutf8 reads it: 1-3 byte
+ * sequences (overlong ones too, so NUL is c0 80), surrogate pairs joined; a lone surrogate is FB. Text
+ * that is not plain UTF-8 already is converted into s->conv (never longer than its bytes). */
+static int rd_mutf8(Rd *r, Scratch *s, Text *t) {
+    if (r->n - r->pos < 2) return FB;
+    int64_t len = (uint16_t)be(r->b + r->pos, 2);
+    r->pos += 2;
+    t->isnull = 0;
+    if (rd_take(r, len, &t->p) < 0) return FB;
+    t->n = (Py_ssize_t)len;
+    if (plain_utf8(t->p, t->n, 3)) return 0;
+    const unsigned char *p = t->p;
+    Py_ssize_t i = 0, n = t->n;
+    uint32_t high = 0;
+    int pending = 0; /* a high surrogate waiting for its low half */
+    unsigned char *d = (unsigned char *)s->conv.buf + s->conv.len, *start = d;
+    if (!s->conv.buf || s->conv.len + n > s->conv.cap) return FB;
+    while (i < n) {
+        uint32_t c = p[i], u;
+        if (c < 0x80) { u = c; i++; }
+        else if ((c >> 4) == 12 || (c >> 4) == 13) {
+            if (i + 2 > n || (p[i + 1] & 0xc0) != 0x80) return FB;
+            u = (c & 0x1f) << 6 | (p[i + 1] & 0x3f);
+            i += 2;
+        } else if ((c >> 4) == 14) {
+            if (i + 3 > n || (p[i + 1] & 0xc0) != 0x80 || (p[i + 2] & 0xc0) != 0x80) return FB;
+            u = (c & 0x0f) << 12 | (p[i + 1] & 0x3f) << 6 | (p[i + 2] & 0x3f);
+            i += 3;
+        } else return FB;
+        if (pending) {
+            if (u < 0xdc00 || u > 0xdfff) return FB;
+            uint32_t cp = 0x10000 + ((high - 0xd800) << 10) + (u - 0xdc00);
+            *d++ = (unsigned char)(0xf0 | cp >> 18); *d++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+            *d++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f)); *d++ = (unsigned char)(0x80 | (cp & 0x3f));
+            pending = 0;
+            continue;
+        }
+        if (u >= 0xd800 && u <= 0xdbff) { high = u; pending = 1; continue; }
+        if (u >= 0xdc00 && u <= 0xdfff) return FB;
+        if (u < 0x80) *d++ = (unsigned char)u;
+        else if (u < 0x800) { *d++ = (unsigned char)(0xc0 | u >> 6); *d++ = (unsigned char)(0x80 | (u & 0x3f)); }
+        else {
+            *d++ = (unsigned char)(0xe0 | u >> 12); *d++ = (unsigned char)(0x80 | ((u >> 6) & 0x3f));
+            *d++ = (unsigned char)(0x80 | (u & 0x3f));
+        }
+    }
+    if (pending) return FB;
+    t->p = start;
+    t->n = d - start;
+    s->conv.len += t->n;
+    return 0;
+}
+
+static int cmp_text(const unsigned char *a, Py_ssize_t an, const unsigned char *b, Py_ssize_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static int cmp_task(const void *x, const void *y) {
+    const TaskEnt *a = x, *b = y;
+    int c = cmp_text(a->p, a->n, b->p, b->n);
+    return c ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Python's (topic is None, topic or "", partition). */
+static int cmp_tp(const void *x, const void *y) {
+    const TpEnt *a = x, *b = y;
+    if (a->isnull != b->isnull) return a->isnull - b->isnull;
+    int c = cmp_text(a->p, a->n, b->p, b->n);
+    return c ? c : (a->partition > b->partition) - (a->partition < b->partition);
+}
+
+static int cmp_host(const void *x, const void *y) {
+    const HostEnt *a = x, *b = y;
+    int c = cmp_text(a->host.p, a->host.n, b->host.p, b->host.n);
+    if (!c) c = (a->port > b->port) - (a->port < b->port);
+    return c ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int cmp_dict(const void *x, const void *y) {
+    const DictEnt *a = x, *b = y;
+    int c = (a->index > b->index) - (a->index < b->index);
+    return c ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int cmp_tag(const void *x, const void *y) {
+    const TagEnt *a = x, *b = y;
+    int c = cmp_text(a->key.p, a->key.n, b->key.p, b->key.n);
+    return c ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int same_text(const unsigned char *a, Py_ssize_t an, const unsigned char *b, Py_ssize_t bn) {
+    return an == bn && memcmp(a, b, an) == 0;
+}
+
+/* A task id as TaskId.__str__ writes it, appended to s->txt: `name__sub_part` or `sub_part`. */
+static TaskEnt *push_task(Scratch *s, const unsigned char *name, Py_ssize_t name_len, int64_t sub, int64_t part) {
+    TaskEnt *t = vec_push(&s->tasks, sizeof(TaskEnt));
+    if (!t) return NULL;
+    t->idx = VEC_LEN(&s->tasks, TaskEnt) - 1;
+    t->at = s->txt.len;
+    if ((name_len > 0 && (put(&s->txt, name, name_len) < 0 || PUTS(&s->txt, "__") < 0)) || put_int(&s->txt, sub) < 0 ||
+        PUTS(&s->txt, "_") < 0 || put_int(&s->txt, part) < 0)
+        return NULL;
+    t->n = s->txt.len - t->at;
+    return t;
+}
+
+/* Point the tasks at their rendered ids (once `txt` stops growing) and sort them by id, then wire order. */
+static void sort_tasks(Scratch *s) {
+    Py_ssize_t n = VEC_LEN(&s->tasks, TaskEnt);
+    for (Py_ssize_t i = 0; i < n; i++) VEC_AT(&s->tasks, TaskEnt, i).p = (const unsigned char *)s->txt.buf + VEC_AT(&s->tasks, TaskEnt, i).at;
+    if (n > 1) qsort(s->tasks.buf, n, sizeof(TaskEnt), cmp_task);
+}
+
+static int put_text(Out *o, const Text *t) {
+    return t->isnull ? PUTS(o, "null") : put_string(o, t->p, t->n);
+}
+
+static int put_uuid_text(Out *o, const unsigned char *p) {
+    char u[38];
+    int k = 0;
+    u[k++] = '"';
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) u[k++] = '-';
+        u[k++] = HEX[p[i] >> 4];
+        u[k++] = HEX[p[i] & 15];
+    }
+    u[k++] = '"';
+    return put(o, u, k);
+}
+
+/* A topic-partition set: sorted, without repeats (render_tps). */
+static int put_tps(Out *o, Scratch *s, Py_ssize_t lo, Py_ssize_t hi) {
+    TpEnt *tp = &VEC_AT(&s->tps, TpEnt, 0);
+    if (hi - lo > 1) qsort(tp + lo, hi - lo, sizeof(TpEnt), cmp_tp);
+    if (PUTS(o, "[") < 0) return ERR;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i > lo && cmp_tp(&tp[i - 1], &tp[i]) == 0) continue;
+        Text topic = {tp[i].p, tp[i].n, tp[i].isnull};
+        if ((i > lo && PUTS(o, ",") < 0) || PUTS(o, "{\"topic\":") < 0 || put_text(o, &topic) < 0 ||
+            PUTS(o, ",\"partition\":") < 0 || put_int(o, tp[i].partition) < 0 || PUTS(o, "}") < 0)
+            return ERR;
+    }
+    return PUTS(o, "]");
+}
+
+/* A host map (the later entry of a host wins) sorted by (host, port): render_host_map. */
+static int put_host_map(Out *o, Scratch *s, Py_ssize_t lo, Py_ssize_t hi) {
+    HostEnt *h = &VEC_AT(&s->hosts, HostEnt, 0);
+    if (hi - lo > 1) qsort(h + lo, hi - lo, sizeof(HostEnt), cmp_host);
+    if (PUTS(o, "[") < 0) return ERR;
+    int first = 1;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i + 1 < hi && h[i + 1].port == h[i].port && same_text(h[i + 1].host.p, h[i + 1].host.n, h[i].host.p, h[i].host.n))
+            continue; /* a later entry of the same host */
+        if ((!first && PUTS(o, ",") < 0) || PUTS(o, "[{\"host\":") < 0 || put_text(o, &h[i].host) < 0 ||
+            PUTS(o, ",\"port\":") < 0 || put_int(o, h[i].port) < 0 || PUTS(o, "},") < 0 ||
+            put_tps(o, s, h[i].lo, h[i].hi) < 0 || PUTS(o, "]") < 0)
+            return ERR;
+        first = 0;
+    }
+    return PUTS(o, "]");
+}
+
+/* `,"streamsUserDataError":"<class>: <error class>: <message>"`. */
+static int put_userdata_error(Out *o, const char *text, Py_ssize_t n) {
+    if (PUTS(o, ",\"streamsUserDataError\":") < 0) return ERR;
+    return put_string(o, (const unsigned char *)text, n);
+}
+
+static int put_userdata_errorf(Out *o, const char *fmt, ...) {
+    char text[320];
+    va_list args;
+    va_start(args, fmt);
+    int n = PyOS_vsnprintf(text, sizeof(text), fmt, args);
+    va_end(args);
+    if (n < 0 || n >= (int)sizeof(text)) return FB;
+    return put_userdata_error(o, text, n);
+}
+
+/* Kafka's check of (version, latestSupportedVersion) as version_problem words it, or 0 when acceptable. */
+static int subscription_version_problem(int64_t version, int64_t latest, char *text, size_t size) {
+    if (latest == -1) {
+        if (version == 1 || version == 2) return 0;
+        return PyOS_snprintf(text, size, "Only versions 1 and 2 are expected to use an UNKNOWN (-1) latest supported "
+                             "version. Got %lld.", (long long)version);
+    }
+    if (1 <= version && version <= latest) return 0;
+    return PyOS_snprintf(text, size, "version must be between 1 and %lld; was: %lld", (long long)latest, (long long)version);
+}
+
+static int put_subscription_fields(Out *o, Scratch *s, int64_t version, int64_t latest, const unsigned char *process,
+                                   const Text *endpoint, int64_t unique, int64_t error_code) {
+    sort_tasks(s);
+    Py_ssize_t n = VEC_LEN(&s->tasks, TaskEnt);
+    TaskEnt *t = &VEC_AT(&s->tasks, TaskEnt, 0);
+    static const unsigned char zero[16];
+    if (PUTS(o, "{\"version\":") < 0 || put_int(o, version) < 0 || PUTS(o, ",\"latestSupportedVersion\":") < 0 ||
+        put_int(o, latest) < 0 || PUTS(o, ",\"processId\":") < 0 || put_uuid_text(o, process ? process : zero) < 0)
+        return ERR;
+    /* prevTasks then standbyTasks: v1-6 by the list a task came from, v7+ by its (last) offset sum. */
+    for (int standby = 0; standby < 2; standby++) {
+        if ((standby ? PUTS(o, "],\"standbyTasks\":[") : PUTS(o, ",\"prevTasks\":[")) < 0) return ERR;
+        int first = 1;
+        const TaskEnt *last = NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int is_last = i + 1 == n || !same_text(t[i].p, t[i].n, t[i + 1].p, t[i + 1].n);
+            int take = version <= 6 ? t[i].standby == standby : is_last && (t[i].value != -2) == standby;
+            if (!take || (last && same_text(last->p, last->n, t[i].p, t[i].n))) continue;
+            if ((!first && PUTS(o, ",") < 0) || put_string(o, t[i].p, t[i].n) < 0) return ERR;
+            first = 0;
+            last = &t[i];
+        }
+    }
+    if (PUTS(o, "],\"taskOffsetSums\":[") < 0) return ERR;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + 1 < n && same_text(t[i].p, t[i].n, t[i + 1].p, t[i + 1].n)) continue; /* the later sum wins */
+        if ((!first && PUTS(o, ",") < 0) || PUTS(o, "[") < 0 || put_string(o, t[i].p, t[i].n) < 0 || PUTS(o, ",") < 0 ||
+            put_int(o, t[i].value) < 0 || PUTS(o, "]") < 0)
+            return ERR;
+        first = 0;
+    }
+    if (PUTS(o, "],\"userEndPoint\":") < 0 || put_text(o, endpoint) < 0 || PUTS(o, ",\"uniqueField\":") < 0 ||
+        put_int(o, unique) < 0 || PUTS(o, ",\"errorCode\":") < 0 || put_int(o, error_code) < 0 ||
+        PUTS(o, ",\"clientTags\":[") < 0)
+        return ERR;
+    Py_ssize_t ntags = VEC_LEN(&s->tags, TagEnt);
+    TagEnt *tg = &VEC_AT(&s->tags, TagEnt, 0);
+    for (Py_ssize_t i = 0; i < ntags; i++) {
+        if ((i && PUTS(o, ",") < 0) || PUTS(o, "[") < 0 || put_text(o, &tg[i].key) < 0 || PUTS(o, ",") < 0 ||
+            put_text(o, &tg[i].value) < 0 || PUTS(o, "]") < 0)
+            return ERR;
+    }
+    return PUTS(o, "]}");
+}
+
+/* The first repeated client tag key in wire order (Kafka's clientTags() getter fails on it): its error. */
+static int client_tag_problem(Out *o, Scratch *s) {
+    Py_ssize_t n = VEC_LEN(&s->tags, TagEnt), dup = -1;
+    TagEnt *tg = &VEC_AT(&s->tags, TagEnt, 0);
+    if (n > 1) qsort(tg, n, sizeof(TagEnt), cmp_tag);
+    Py_ssize_t first_of = 0, seen = -1;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (!same_text(tg[i].key.p, tg[i].key.n, tg[first_of].key.p, tg[first_of].key.n)) { first_of = i; continue; }
+        if (i == first_of + 1 && (dup < 0 || tg[i].idx < tg[dup].idx)) { dup = i; seen = first_of; }
+    }
+    if (dup < 0) return 0;
+    Out *m = &s->msg;
+    m->len = 0;
+    if (PUTS(m, "SubscriptionInfo: DuplicateClientTagError: Duplicate key ") < 0 || put(m, tg[dup].key.p, tg[dup].key.n) < 0 ||
+        PUTS(m, " (attempted merging values ") < 0 || put(m, tg[seen].value.p, tg[seen].value.n) < 0 ||
+        PUTS(m, " and ") < 0 || put(m, tg[dup].value.p, tg[dup].value.n) < 0 || PUTS(m, ") (at client_tags[") < 0 ||
+        put_int(m, tg[dup].idx) < 0 || PUTS(m, "].key)") < 0)
+        return ERR;
+    int r = put_userdata_error(o, m->buf, m->len);
+    return r < 0 ? r : 1;
+}
+
+static int subscription_info(Out *o, Scratch *s, const unsigned char *b, Py_ssize_t n) {
+    char problem[200];
+    if (n < 4)
+        return put_userdata_errorf(o, "SubscriptionInfo: TruncatedError: need a 4-byte version, got %zd byte(s) (at version, offset 0)", n);
+    int64_t version = (int32_t)be(b, 4), latest = -1, unique = 0, error_code = 0, count, sub, part, value;
+    if (version > 11) { /* a newer member's: only the probing header is read */
+        if (n < 8)
+            return put_userdata_errorf(o, "SubscriptionInfo: TruncatedError: need the 8-byte version probing header "
+                                          "(at latest_supported_version, offset 4)");
+        latest = (int32_t)be(b + 4, 4);
+        if (subscription_version_problem(version, latest, problem, sizeof(problem)))
+            return put_userdata_errorf(o, "SubscriptionInfo: UnsupportedVersionError: %s (at latest_supported_version, offset 4)", problem);
+        if (PUTS(o, ",\"streamsUserData\":") < 0) return ERR;
+        Text none = {NULL, 0, 1};
+        return put_subscription_fields(o, s, version, latest, NULL, &none, 0, 0);
+    }
+    int layout = version >= 1 ? (int)version : 1;
+    Rd r = {b, n, 4};
+    const unsigned char *process;
+    Text endpoint = {NULL, 0, 1};
+    if (layout >= 3 && rd_int(&r, 4, &latest) < 0) return FB;
+    if (rd_take(&r, 16, &process) < 0) return FB;
+    if (layout <= 6) {
+        for (int standby = 0; standby < 2; standby++) {
+            if (rd_count(&r, 8, &count) < 0) return FB;
+            for (int64_t i = 0; i < count; i++) {
+                if (rd_int(&r, 4, &sub) < 0 || rd_int(&r, 4, &part) < 0) return FB;
+                TaskEnt *t = push_task(s, NULL, 0, sub, part);
+                if (!t) return ERR;
+                t->value = standby ? -3 : -2;
+                t->standby = standby;
+            }
+        }
+        if (layout >= 2 && rd_utf8_32(&r, &endpoint) < 0) return FB;
+    } else {
+        if (rd_utf8_32(&r, &endpoint) < 0 || rd_count(&r, layout <= 9 ? 8 : 18, &count) < 0) return FB;
+        if (layout <= 9) { /* groups of (subtopology, [(partition, offset sum)]) */
+            for (int64_t g = 0; g < count; g++) {
+                int64_t inner;
+                if (rd_int(&r, 4, &sub) < 0 || rd_count(&r, 12, &inner) < 0) return FB;
+                for (int64_t i = 0; i < inner; i++) {
+                    if (rd_int(&r, 4, &part) < 0 || rd_int(&r, 8, &value) < 0) return FB;
+                    TaskEnt *t = push_task(s, NULL, 0, sub, part);
+                    if (!t) return ERR;
+                    t->value = value;
+                }
+            }
+        } else {
+            for (int64_t i = 0; i < count; i++) {
+                int64_t len;
+                const unsigned char *name = NULL;
+                if (rd_int(&r, 4, &sub) < 0 || rd_int(&r, 4, &part) < 0 || rd_int(&r, 8, &value) < 0 ||
+                    rd_int(&r, 2, &len) < 0)
+                    return FB;
+                if (len < 0) len = 0;
+                else if (rd_take(&r, len, &name) < 0 || !plain_utf8(name, len, 4)) return FB;
+                TaskEnt *t = push_task(s, name, len, sub, part);
+                if (!t) return ERR;
+                t->value = value;
+            }
+        }
+        if (layout >= 8 && rd_int(&r, 1, &unique) < 0) return FB;
+        if (layout >= 9 && rd_int(&r, 4, &error_code) < 0) return FB;
+        if (layout >= 11) {
+            if (rd_count(&r, 8, &count) < 0) return FB;
+            for (int64_t i = 0; i < count; i++) {
+                TagEnt *tg = vec_push(&s->tags, sizeof(TagEnt));
+                if (!tg) return ERR;
+                tg->idx = i;
+                if (rd_utf8_32(&r, &tg->key) < 0 || rd_utf8_32(&r, &tg->value) < 0) return FB;
+            }
+        }
+    }
+    if (endpoint.n == 0) endpoint.isnull = 1; /* empty reads as none */
+    if (subscription_version_problem(version, latest, problem, sizeof(problem)))
+        return put_userdata_errorf(o, "SubscriptionInfo: UnsupportedVersionError: %s (at version, offset 0)", problem);
+    int r2 = client_tag_problem(o, s);
+    if (r2) return r2 < 0 ? r2 : 0;
+    if (PUTS(o, ",\"streamsUserData\":") < 0) return ERR;
+    return put_subscription_fields(o, s, version, latest, process, &endpoint, unique, error_code);
+}
+
+/* A task of an AssignmentInfo: two int32s, and from v10 a UTF-16 topology name (a char count, <= 0: none). */
+static TaskEnt *rd_assigned_task(Rd *r, Scratch *s, int named) {
+    int64_t sub, part, chars = 0;
+    if (rd_int(r, 4, &sub) < 0 || rd_int(r, 4, &part) < 0 || (named && rd_int(r, 4, &chars) < 0)) return NULL;
+    Out *m = &s->msg;
+    m->len = 0;
+    if (chars > 0) {
+        const unsigned char *u;
+        if (rd_take(r, 2 * chars, &u) < 0) return NULL;
+        for (int64_t i = 0; i < chars; i++) {
+            uint32_t c = (uint32_t)u[2 * i] << 8 | u[2 * i + 1];
+            char enc[3];
+            int k;
+            if (c >= 0xd800 && c <= 0xdfff) return NULL; /* surrogates: the Python path */
+            if (c < 0x80) { enc[0] = (char)c; k = 1; }
+            else if (c < 0x800) { enc[0] = (char)(0xc0 | c >> 6); enc[1] = (char)(0x80 | (c & 0x3f)); k = 2; }
+            else { enc[0] = (char)(0xe0 | c >> 12); enc[1] = (char)(0x80 | ((c >> 6) & 0x3f)); enc[2] = (char)(0x80 | (c & 0x3f)); k = 3; }
+            if (put(m, enc, k) < 0) return NULL;
+        }
+    }
+    return push_task(s, (const unsigned char *)m->buf, m->len, sub, part);
+}
+
+/* Topic-partitions written inline (standby tasks, v2-4 host maps) into s->tps; their range. */
+static int rd_tps(Rd *r, Scratch *s, Py_ssize_t *lo, Py_ssize_t *hi) {
+    int64_t count, part;
+    if (rd_count(r, 6, &count) < 0) return FB;
+    *lo = VEC_LEN(&s->tps, TpEnt);
+    for (int64_t i = 0; i < count; i++) {
+        Text topic;
+        if (rd_mutf8(r, s, &topic) < 0 || rd_int(r, 4, &part) < 0) return FB;
+        TpEnt *tp = vec_push(&s->tps, sizeof(TpEnt));
+        if (!tp) return ERR;
+        tp->p = topic.p;
+        tp->n = topic.n;
+        tp->partition = (int32_t)part;
+    }
+    *hi = VEC_LEN(&s->tps, TpEnt);
+    return 0;
+}
+
+/* The topic of a v5+ dictionary index (the later entry of an index wins), or none. */
+static const DictEnt *lookup(const DictEnt *d, Py_ssize_t n, int64_t index) {
+    Py_ssize_t lo = 0, hi = n; /* the first entry past `index` */
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (d[mid].index <= index) lo = mid + 1; else hi = mid;
+    }
+    return lo > 0 && d[lo - 1].index == index ? &d[lo - 1] : NULL;
+}
+
+/* A host map: inline topic-partitions (v2-4) or dictionary references (v5+). */
+static int rd_host_map(Rd *r, Scratch *s, int by_index, Py_ssize_t *hi) {
+    int64_t count, port, refs, index, part;
+    if (rd_count(r, 10, &count) < 0) return FB;
+    for (int64_t i = 0; i < count; i++) {
+        Text host;
+        Py_ssize_t tlo, thi;
+        if (rd_mutf8(r, s, &host) < 0 || rd_int(r, 4, &port) < 0) return FB;
+        if (!by_index) {
+            int st = rd_tps(r, s, &tlo, &thi);
+            if (st < 0) return st;
+        } else {
+            if (rd_count(r, 8, &refs) < 0) return FB;
+            const DictEnt *d = &VEC_AT(&s->dict, DictEnt, 0);
+            Py_ssize_t nd = VEC_LEN(&s->dict, DictEnt);
+            tlo = VEC_LEN(&s->tps, TpEnt);
+            for (int64_t k = 0; k < refs; k++) {
+                if (rd_int(r, 4, &index) < 0 || rd_int(r, 4, &part) < 0) return FB;
+                const DictEnt *e = lookup(d, nd, index);
+                TpEnt *tp = vec_push(&s->tps, sizeof(TpEnt));
+                if (!tp) return ERR;
+                if (e) { tp->p = e->topic.p; tp->n = e->topic.n; } else tp->isnull = 1;
+                tp->partition = (int32_t)part;
+            }
+            thi = VEC_LEN(&s->tps, TpEnt);
+        }
+        HostEnt *h = vec_push(&s->hosts, sizeof(HostEnt));
+        if (!h) return ERR;
+        h->host = host;
+        h->port = (int32_t)port;
+        h->idx = VEC_LEN(&s->hosts, HostEnt) - 1;
+        h->lo = tlo;
+        h->hi = thi;
+    }
+    *hi = VEC_LEN(&s->hosts, HostEnt);
+    return 0;
+}
+
+static int assignment_info(Out *o, Scratch *s, const unsigned char *b, Py_ssize_t n) {
+    if (n < 4)
+        return put_userdata_errorf(o, "AssignmentInfo: TruncatedError: need a 4-byte version, got %zd byte(s) (at version, offset 0)", n);
+    int64_t version = (int32_t)be(b, 4), common = -1, count, err_code = 0, next_rebalance = INT64_MAX;
+    if (version < 1 || version > 11)
+        return put_userdata_errorf(o, "AssignmentInfo: UnsupportedVersionError: Unable to decode assignment data: used "
+                                      "version: %lld; latest supported version: 11 (at version, offset 0)", (long long)version);
+    Rd r = {b, n, 4};
+    int named = version >= 10, st;
+    if (reserve(&s->conv, n) < 0) return ERR;
+    if (version >= 3 && rd_int(&r, 4, &common) < 0) return FB;
+    /* active tasks: a list (wire order, repeats kept), rendered as they come */
+    if (rd_count(&r, named ? 12 : 8, &count) < 0) return FB;
+    Py_ssize_t active = count;
+    for (int64_t i = 0; i < count; i++) {
+        if (!rd_assigned_task(&r, s, named)) return PyErr_Occurred() ? ERR : FB;
+    }
+    if (rd_count(&r, named ? 16 : 12, &count) < 0) return FB;
+    for (int64_t i = 0; i < count; i++) {
+        TaskEnt *t = rd_assigned_task(&r, s, named);
+        if (!t) return PyErr_Occurred() ? ERR : FB;
+        Py_ssize_t at = t - &VEC_AT(&s->tasks, TaskEnt, 0), lo, hi;
+        if ((st = rd_tps(&r, s, &lo, &hi)) < 0) return st;
+        VEC_AT(&s->tasks, TaskEnt, at).lo = lo;
+        VEC_AT(&s->tasks, TaskEnt, at).hi = hi;
+    }
+    Py_ssize_t hosts_hi = 0, standby_hi = 0;
+    if (version >= 2 && version <= 4) {
+        if ((st = rd_host_map(&r, s, 0, &hosts_hi)) < 0) return st;
+    } else if (version >= 5) {
+        if (rd_count(&r, 6, &count) < 0) return FB;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t index;
+            DictEnt *d = vec_push(&s->dict, sizeof(DictEnt));
+            if (!d) return ERR;
+            if (rd_int(&r, 4, &index) < 0 || rd_mutf8(&r, s, &d->topic) < 0) return FB;
+            d->index = (int32_t)index;
+            d->idx = i;
+        }
+        if (count > 1) qsort(s->dict.buf, count, sizeof(DictEnt), cmp_dict);
+        if ((st = rd_host_map(&r, s, 1, &hosts_hi)) < 0) return st;
+        if (version >= 6 && (st = rd_host_map(&r, s, 1, &standby_hi)) < 0) return st;
+    }
+    if (standby_hi < hosts_hi) standby_hi = hosts_hi;
+    if (version >= 4 && rd_int(&r, 4, &err_code) < 0) return FB;
+    if (version >= 7 && rd_int(&r, 8, &next_rebalance) < 0) return FB;
+    /* the rendering: active tasks in wire order, then the sorted maps */
+    if (PUTS(o, ",\"streamsUserData\":{\"version\":") < 0 || put_int(o, version) < 0 ||
+        PUTS(o, ",\"commonlySupportedVersion\":") < 0 || put_int(o, common) < 0 || PUTS(o, ",\"activeTasks\":[") < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < active; i++) {
+        const TaskEnt *t = &VEC_AT(&s->tasks, TaskEnt, i);
+        if ((i && PUTS(o, ",") < 0) || put_string(o, (const unsigned char *)s->txt.buf + t->at, t->n) < 0) return ERR;
+    }
+    /* standby tasks: the later entry of a task wins, sorted by task id */
+    Py_ssize_t ntasks = VEC_LEN(&s->tasks, TaskEnt);
+    TaskEnt *sb = &VEC_AT(&s->tasks, TaskEnt, active);
+    for (Py_ssize_t i = 0; i < ntasks - active; i++) sb[i].p = (const unsigned char *)s->txt.buf + sb[i].at;
+    if (ntasks - active > 1) qsort(sb, ntasks - active, sizeof(TaskEnt), cmp_task);
+    if (PUTS(o, "],\"standbyTasks\":[") < 0) return ERR;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < ntasks - active; i++) {
+        if (i + 1 < ntasks - active && same_text(sb[i].p, sb[i].n, sb[i + 1].p, sb[i + 1].n)) continue;
+        if ((!first && PUTS(o, ",") < 0) || PUTS(o, "[") < 0 || put_string(o, sb[i].p, sb[i].n) < 0 || PUTS(o, ",") < 0 ||
+            put_tps(o, s, sb[i].lo, sb[i].hi) < 0 || PUTS(o, "]") < 0)
+            return ERR;
+        first = 0;
+    }
+    if (PUTS(o, "],\"partitionsByHost\":") < 0 || put_host_map(o, s, 0, hosts_hi) < 0 ||
+        PUTS(o, ",\"standbyPartitionByHost\":") < 0 || put_host_map(o, s, hosts_hi, standby_hi) < 0 ||
+        PUTS(o, ",\"errCode\":") < 0 || put_int(o, err_code) < 0 || PUTS(o, ",\"nextRebalanceMs\":") < 0 ||
+        put_int(o, next_rebalance) < 0 || PUTS(o, "}") < 0)
+        return ERR;
+    return 0;
+}
+
+/* `,"streamsUserData":...` (or `,"streamsUserDataError":...`) of the userData of a "stream" member's
+ * subscription (which 1) or assignment (which 2); FB when the Python decoder has to take it. */
+static int emit_streams_userdata(int which, const Capture *user_data, Out *o) {
+    if (!user_data->set || user_data->isnull) return PUTS(o, ",\"streamsUserDataError\":\"no userData\"");
+    Scratch s;
+    memset(&s, 0, sizeof(s));
+    Py_ssize_t start = o->len;
+    int r = which == 1 ? subscription_info(o, &s, user_data->p, user_data->n) : assignment_info(o, &s, user_data->p, user_data->n);
+    scratch_free(&s);
+    if (r < 0) o->len = start;
+    return r;
+}
+
+/* `,"decoded<Field>":{"version":V,"data":{...}}` of a consumer-protocol payload (decoded at min(V, latest)
+ * as the Python path does), with its Kafka Streams userdata when the protocol is "stream"; FB for the
+ * Python hook. */
 static int emit_nested(Ctx *ctx, const FieldPlan *f, const Scalar *payload, Out *o) {
     const Capture *name = &ctx->cap[CAP_PROTOCOL];
-    if (name->set && !name->isnull && name->n == 6 && memcmp(name->p, "stream", 6) == 0) return FB;
+    int streams = name->set && !name->isnull && name->n == 6 && memcmp(name->p, "stream", 6) == 0;
     if (payload->n < 2) return FB;
     int version = (int16_t)be(payload->p, 2);
     if (version < 0) return FB;
@@ -504,9 +1161,18 @@ static int emit_nested(Ctx *ctx, const FieldPlan *f, const Scalar *payload, Out 
     if (put(o, PyBytes_AS_STRING(f->hook_key), PyBytes_GET_SIZE(f->hook_key)) < 0 || PUTS(o, "{\"version\":") < 0 ||
         put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0)
         return ERR;
-    if ((r = emit_struct(plan, payload->p, payload->n, &p, o, ctx, 0)) < 0 || p != payload->n) {
+    ctx->cap[CAP_USER_DATA].set = 0;
+    if ((r = emit_struct(plan, payload->p, payload->n, &p, o, ctx, 1)) < 0 || p != payload->n) {
         o->len = start;
         return r == ERR ? ERR : FB;
+    }
+    if (streams) {
+        o->len--; /* the message's closing brace: the userdata goes inside */
+        if ((r = emit_streams_userdata(f->hook, &ctx->cap[CAP_USER_DATA], o)) < 0) {
+            o->len = start;
+            return r;
+        }
+        if (PUTS(o, "}") < 0) return ERR;
     }
     return PUTS(o, "}");
 }
@@ -585,9 +1251,9 @@ static int emit_struct(PlanObject *pl, const unsigned char *b, Py_ssize_t end, P
             }
             for (int i = nregular; i < pl->nfields; i++) {
                 if (at[i] < 0) continue;
-                Py_ssize_t p = at[i];
+                Py_ssize_t p = at[i], before = o->len;
                 if ((r = emit_tagged(&pl->fields[i], b, stop[i], &p, o, ctx, &first)) < 0) return r;
-                if (p != stop[i]) return FB;
+                if (p != stop[i] || (pl->fields[i].early && o->len != before)) return FB;
             }
         }
     }
@@ -674,10 +1340,12 @@ typedef struct {
     PyObject_HEAD
     PyObject *key_plans[MAX_TYPES];
     PyObject *value_plans[MAX_TYPES][MAX_VERSIONS];
+    PyObject *earlier_plans[MAX_TYPES][MAX_VERSIONS]; /* a layout Kafka changed in place: the one before */
+    PyObject *layout_tails[MAX_TYPES];                /* bytes: `,"layout":"<earlier spec>"` */
     PyObject *heads[MAX_TYPES];   /* bytes: `"recordType":"Name","key":` */
     PyObject *names[MAX_TYPES];   /* str: the type's name */
     uint64_t member_types;        /* types whose records `derive` gets in rows() */
-    PyObject *hook, *decompress, *fallback, *nested_refs;
+    PyObject *hook, *decompress, *fallback, *nested_refs, *empty;
     PlanObject *nested[2][NESTED_VERSIONS];
     int latest[2];
     Py_ssize_t max_records;
@@ -816,13 +1484,24 @@ static int emit_key_doc(DecoderObject *self, const Rec *rec, int type, Out *o, C
     return PUTS(o, "}");
 }
 
-/* `{"version":V,"data":{...}}` of a record's value (decode_record's "value"). */
-static int emit_value_doc(const Rec *rec, int version, PlanObject *vplan, Out *o, Ctx *ctx) {
+/* `{"version":V,"data":{...}}` of a record's value (decode_record's "value"); a value the current layout
+ * does not read, read with the layout Kafka changed in place, is `{"version":V,"data":{...},"layout":"..."}`. */
+static int emit_value_doc(DecoderObject *self, const Rec *rec, int type, int version, PlanObject *vplan, Out *o,
+                          Ctx *ctx) {
     Py_ssize_t p = 2;
     int r;
     if (PUTS(o, "{\"version\":") < 0 || put_int(o, version) < 0 || PUTS(o, ",\"data\":") < 0) return ERR;
-    if ((r = emit_struct(vplan, rec->value, rec->value_len, &p, o, ctx, 1)) < 0) return r;
+    Py_ssize_t data_at = o->len;
+    if ((r = emit_struct(vplan, rec->value, rec->value_len, &p, o, ctx, 1)) == ERR) return ERR;
+    if (r == 0 && p == rec->value_len) return PUTS(o, "}");
+    PlanObject *earlier = (PlanObject *)self->earlier_plans[type][version];
+    if (!earlier) return FB;
+    o->len = data_at;
+    p = 2;
+    if ((r = emit_struct(earlier, rec->value, rec->value_len, &p, o, ctx, 1)) < 0) return r;
     if (p != rec->value_len) return FB;
+    PyObject *tail = self->layout_tails[type];
+    if (put(o, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail)) < 0) return ERR;
     return PUTS(o, "}");
 }
 
@@ -835,7 +1514,7 @@ static int emit_record(DecoderObject *self, const Rec *rec, Out *o, Ctx *ctx) {
     if (put(o, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head)) < 0) return ERR;
     if ((r = emit_key_doc(self, rec, type, o, ctx)) < 0) return r;
     if (PUTS(o, ",\"value\":") < 0) return ERR;
-    return vplan ? emit_value_doc(rec, version, vplan, o, ctx) : PUTS(o, "null");
+    return vplan ? emit_value_doc(self, rec, type, version, vplan, o, ctx) : PUTS(o, "null");
 }
 
 /* Whether every record of a control batch is a transaction marker (COMMIT or ABORT). */
@@ -878,12 +1557,17 @@ static void Decoder_dealloc(DecoderObject *self) {
         Py_CLEAR(self->key_plans[t]);
         Py_CLEAR(self->names[t]);
         Py_CLEAR(self->heads[t]);
-        for (int v = 0; v < MAX_VERSIONS; v++) Py_CLEAR(self->value_plans[t][v]);
+        Py_CLEAR(self->layout_tails[t]);
+        for (int v = 0; v < MAX_VERSIONS; v++) {
+            Py_CLEAR(self->value_plans[t][v]);
+            Py_CLEAR(self->earlier_plans[t][v]);
+        }
     }
     Py_CLEAR(self->hook);
     Py_CLEAR(self->decompress);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->nested_refs);
+    Py_CLEAR(self->empty);
     PyMem_RawFree(self->out.buf);
     PyMem_RawFree(self->scratch.buf);
     PyMem_Free(self->recs);
@@ -893,7 +1577,10 @@ static void Decoder_dealloc(DecoderObject *self) {
 static int Decoder_traverse(DecoderObject *self, visitproc visit, void *arg) {
     for (int t = 0; t < MAX_TYPES; t++) {
         Py_VISIT(self->key_plans[t]);
-        for (int v = 0; v < MAX_VERSIONS; v++) Py_VISIT(self->value_plans[t][v]);
+        for (int v = 0; v < MAX_VERSIONS; v++) {
+            Py_VISIT(self->value_plans[t][v]);
+            Py_VISIT(self->earlier_plans[t][v]);
+        }
     }
     Py_VISIT(self->hook);
     Py_VISIT(self->decompress);
@@ -918,6 +1605,7 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     DecoderObject *self = (DecoderObject *)type->tp_alloc(type, 0);
     if (!self) return NULL;
     self->nested_refs = Py_NewRef(nested);
+    if (!(self->empty = PyBytes_FromStringAndSize(NULL, 0))) { Py_DECREF(self); return NULL; }
     for (int w = 0; w < 2; w++) {
         PyObject *plans = PyTuple_GET_ITEM(nested, w);
         if (!PyTuple_Check(plans) || PyTuple_GET_SIZE(plans) > NESTED_VERSIONS) {
@@ -944,10 +1632,11 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_ssize_t i = 0;
     while (PyDict_Next(types, &i, &k, &v)) {
         long t = PyLong_AsLong(k);
-        PyObject *kp, *values, *head, *name;
+        PyObject *kp, *values, *head, *name, *earlier = NULL, *tail = NULL;
         int member;
         if ((t == -1 && PyErr_Occurred()) || t < 0 || t >= MAX_TYPES ||
-            !PyArg_ParseTuple(v, "O!O!SUp", &PlanType, &kp, &PyDict_Type, &values, &head, &name, &member)) {
+            !PyArg_ParseTuple(v, "O!O!SUp|O!S", &PlanType, &kp, &PyDict_Type, &values, &head, &name, &member,
+                              &PyDict_Type, &earlier, &tail) || (earlier && !tail)) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "record type out of range");
             Py_DECREF(self);
             return NULL;
@@ -966,6 +1655,18 @@ static PyObject *Decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                 return NULL;
             }
             Py_XSETREF(self->value_plans[t][ver], Py_NewRef(vv));
+        }
+        if (!earlier) continue;
+        Py_XSETREF(self->layout_tails[t], Py_NewRef(tail));
+        for (j = 0; PyDict_Next(earlier, &j, &vk, &vv);) {
+            long ver = PyLong_AsLong(vk);
+            if ((ver == -1 && PyErr_Occurred()) || ver < 0 || ver >= MAX_VERSIONS || !PyObject_TypeCheck(vv, &PlanType) ||
+                !self->value_plans[t][ver]) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad earlier-layout plan");
+                Py_DECREF(self);
+                return NULL;
+            }
+            Py_XSETREF(self->earlier_plans[t][ver], Py_NewRef(vv));
         }
     }
     return (PyObject *)self;
@@ -1522,7 +2223,7 @@ static int record_columns(DecoderObject *self, const Rec *rec, const Batch *bt, 
     Py_ssize_t k0 = k->len, v0 = v->len;
     /* The key's and value's JSON straight into their columns' data; taken back if the record is not taken. */
     if ((r = plans_of(self, rec, ctx, &type, &version, &vplan)) < 0 || (r = emit_key_doc(self, rec, type, k, ctx)) < 0 ||
-        (vplan && (r = emit_value_doc(rec, version, vplan, v, ctx)) < 0)) {
+        (vplan && (r = emit_value_doc(self, rec, type, version, vplan, v, ctx)) < 0)) {
         k->len = k0;
         v->len = v0;
         return r;
@@ -1645,9 +2346,43 @@ static PyObject *Decoder_columns(DecoderObject *self, PyObject *const *args, Py_
     return Py_BuildValue("(nO)", pos, stopped ? Py_True : Py_False);
 }
 
+/* payload(which, protocol, data) -> bytes | None: the `decoded<Field>` JSON of a classic member's
+ * consumer-protocol payload (which 1: a subscription, 2: an assignment) of a "consumer" group using
+ * `protocol` (its Streams userdata when "stream"), as kprotocol.group_payloads.attach writes it; None
+ * when the Python decoder has to take it. */
+static PyObject *Decoder_payload(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int which;
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyBytes_Check(args[2]) ||
+        ((which = (int)PyLong_AsLong(args[0])) != 1 && which != 2)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "payload(which: 1 | 2, protocol: str, data: bytes)");
+        return NULL;
+    }
+    Py_ssize_t name_len;
+    const char *name = PyUnicode_AsUTF8AndSize(args[1], &name_len);
+    if (!name) return NULL;
+    Ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    memcpy(ctx.nested, self->nested, sizeof(ctx.nested));
+    memcpy(ctx.latest, self->latest, sizeof(ctx.latest));
+    ctx.cap[CAP_PROTOCOL] = (Capture){1, 0, K_STRING, 0, (const unsigned char *)name, name_len};
+    FieldPlan f;
+    memset(&f, 0, sizeof(f));
+    f.hook = which;
+    f.hook_key = self->empty;
+    Scalar v = {0, 0, (const unsigned char *)PyBytes_AS_STRING(args[2]), PyBytes_GET_SIZE(args[2])};
+    Out *o = &self->scratch;
+    o->len = 0;
+    int r = emit_nested(&ctx, &f, &v, o);
+    if (r == ERR) return NULL;
+    if (r == FB) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(o->buf, o->len);
+}
+
 static PyMethodDef Decoder_methods[] = {
     {"lines", (PyCFunction)(void (*)(void))Decoder_lines, METH_FASTCALL,
      "lines(buffer, pos, end, head, limit) -> (bytes, pos, written, stopped)"},
+    {"payload", (PyCFunction)(void (*)(void))Decoder_payload, METH_FASTCALL,
+     "payload(which, protocol, data) -> bytes | None: a consumer-protocol payload's decoded<Field> JSON"},
     {"columns", (PyCFunction)(void (*)(void))Decoder_columns, METH_FASTCALL,
      "columns(buffer, pos, end, origin, records, commits, base, derive) -> (pos, stopped)"},
     {NULL},

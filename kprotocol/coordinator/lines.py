@@ -20,7 +20,13 @@ from typing import Any
 
 import orjson
 
-from kprotocol.coordinator.decode import GROUP_METADATA, LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, decode_record
+from kprotocol.coordinator.decode import (
+    EARLIER_LAYOUTS,
+    GROUP_METADATA,
+    LEGACY_OFFSET_COMMIT,
+    OFFSET_COMMIT,
+    decode_record,
+)
 from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, record_types, type_names
 from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kprotocol.records.reader import DEFAULT_MAX_RECORDS
@@ -42,9 +48,10 @@ D_INT, D_BYTES, D_NULL, D_EMPTY, D_OTHER = range(5)
 KEY_CAPTURES = {"group": 0, "groupId": 0, "topic": 1, "partition": 2}
 COMMIT_CAPTURES = {"offset": 3, "leaderEpoch": 4, "metadata": 5, "commitTimestamp": 6, "expireTimestamp": 7}
 GROUP_CAPTURES = {"protocolType": 8, "protocol": 9}
-# Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`): in C,
-# or by `_nested` when the userdata is Kafka Streams' (protocol "stream") or anything is unusual.
+# Classic members' consumer-protocol payloads, decoded beside their base64 (`decoded<Field>`), with their
+# Kafka Streams userdata (protocol "stream"): in C, or by `_nested` when anything is unusual.
 HOOKS = {"subscription": 1, "assignment": 2}
+NESTED_CAPTURES = {"userData": 10}  # CAP_USER_DATA: the Streams userdata inside a payload
 
 
 class Unsupported(Exception):
@@ -81,9 +88,10 @@ def _default(f: Field) -> tuple[int, Any]:
 
 def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, int] | None = None,
          hooks: dict[str, int] | None = None) -> Any:
-    """The compiled JSON plan of `cls` at `version` (Kafka's JSON shape, as `to_json` writes it)."""
-    fields = []
-    tagged_seen = False
+    """The compiled JSON plan of `cls` at `version` (Kafka's JSON shape, as `to_json` writes it): regular fields
+    in spec order, then tagged ones; a tagged field the spec puts before a regular one is "early" (the
+    compiled path takes it only at its default, which `to_json` leaves out)."""
+    regular, tagged_fields = [], []
     for f in cls._spec:
         if not f.present(version):
             continue
@@ -92,9 +100,6 @@ def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, in
         tagged = f.tagged_at(version)
         if tagged and not flexible:
             raise Unsupported(f"{cls.__name__}.{f.json_name} is tagged in a version that is not flexible")
-        if tagged_seen and not tagged:
-            raise Unsupported(f"{cls.__name__}: a tagged field before {f.json_name}")
-        tagged_seen |= tagged
         kind = f.element if f.type == "array" else f.type
         if kind not in KINDS:
             raise Unsupported(f"{cls.__name__}.{f.json_name} is {kind}")
@@ -103,9 +108,15 @@ def plan(cls: type[Struct], version: int, flexible: bool, captures: dict[str, in
         capture = (captures or {}).get(f.json_name, -1) if f.type not in ("array", "struct") else -1
         hook = (hooks or {}).get(f.json_name, 0) if f.type == "bytes" else 0
         hook_key = b"," + orjson.dumps("decoded" + f.json_name[:1].upper() + f.json_name[1:]) + b":" if hook else b""
-        fields.append((orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
-                       f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key))
-    return _offsets.Plan(flexible, tuple(fields))
+        field = [orjson.dumps(f.json_name) + b":", KINDS[kind], f.type == "array", f.nullable_at(version),
+                 f.tag if tagged else -1, dkind, default, sub, capture, hook, hook_key, False]
+        if tagged:
+            tagged_fields.append(field)
+        else:
+            for early in tagged_fields:
+                early[-1] = True
+            regular.append(field)
+    return _offsets.Plan(flexible, tuple(map(tuple, regular + tagged_fields)))
 
 
 def _flexible(cls: Any, version: int) -> bool:
@@ -114,9 +125,10 @@ def _flexible(cls: Any, version: int) -> bool:
 
 
 @cache
-def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes, str]]:
-    """Record type -> (key plan, {value version: plan}, the line's JSON up to the key, the type's name)
-    for every type of `__consumer_offsets` the compiled path takes."""
+def record_plans() -> dict[int, tuple[Any, ...]]:
+    """Record type -> (key plan, {value version: plan}, the line's JSON up to the key, the type's name) for
+    every type of `__consumer_offsets` the compiled path takes; plus ({version: plan}, `,"layout":"..."`)
+    of the layout Kafka changed in place (EARLIER_LAYOUTS) where it has one."""
     types = record_types(CONSUMER_OFFSETS)
     names = type_names(CONSUMER_OFFSETS)
     out = {}
@@ -138,8 +150,24 @@ def record_plans() -> dict[int, tuple[Any, dict[int, Any], bytes, str]]:
                         values[version] = plan(cls, version, _flexible(cls, version), captures, hooks)
         except Unsupported:
             continue
-        out[type_id] = (key, values, b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":', names[type_id])
+        out[type_id] = (key, values, b'"recordType":' + orjson.dumps(names[type_id]) + b',"key":', names[type_id],
+                        *_earlier_plans(record_type.value, values, captures, hooks))
     return out
+
+
+def _earlier_plans(cls: Any, values: dict[int, Any], captures: dict[str, int] | None,
+                   hooks: dict[str, int] | None) -> tuple[Any, ...]:
+    """({version: plan}, `,"layout":"<spec>"`) of the layout before an in-place change of `cls`, or ()."""
+    name = EARLIER_LAYOUTS.get(cls.__name__)
+    if name is None:
+        return ()
+    earlier = message_class(name)
+    low, high = earlier.valid_versions
+    try:
+        plans = {v: plan(earlier, v, _flexible(earlier, v), captures, hooks) for v in range(low, high + 1) if v in values}
+    except Unsupported:
+        return ()
+    return plans, b',"layout":' + orjson.dumps(name)
 
 
 @cache
@@ -150,7 +178,7 @@ def nested_plans() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     for name in ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"):
         cls = message_class(name)
         try:
-            out.append(tuple(plan(cls, v, _flexible(cls, v)) for v in range(cls.valid_versions[1] + 1)))
+            out.append(tuple(plan(cls, v, _flexible(cls, v), NESTED_CAPTURES) for v in range(cls.valid_versions[1] + 1)))
         except Unsupported:
             out.append(())
     return out[0], out[1]
@@ -182,7 +210,7 @@ def record_problem(decoded: dict[str, Any]) -> str | None:
 def decoder(fallback: Any, member_types: frozenset[int] = frozenset(), max_records: int = DEFAULT_MAX_RECORDS) -> Any:
     """A compiled Decoder whose records the plans do not take go to `fallback` (see _offsets.c), and
     whose `rows` hand records of `member_types` to their `derive`."""
-    types = {t: (*plans, t in member_types) for t, plans in record_plans().items()}
+    types = {t: (*plans[:4], t in member_types, *plans[4:]) for t, plans in record_plans().items()}
     return _offsets.Decoder(types, nested_plans(), _nested, _decompress, fallback, max_records)
 
 
