@@ -304,7 +304,7 @@ def write_report(out_dir: str, target: Path, groups: list[str] | None = None) ->
     parts = ["<!doctype html><meta charset='utf-8'><title>kprotocol rebalance report</title>",
              "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
              "td,th{border:1px solid #ccc;padding:2px 6px}h2{margin-top:2em}</style>",
-             "<h1>Rebalance report</h1>"]
+             "<h1>Rebalance report</h1>", *_copies_section(_read(out_dir, "duplicates"))]
     for g in names:
         parts.append(f"<h2>{html.escape(g)}</h2>")
         if g in pictures:
@@ -321,6 +321,21 @@ def write_report(out_dir: str, target: Path, groups: list[str] | None = None) ->
                                                              failed)]
     target.write_text("\n".join(parts), encoding="utf-8")
     return names
+
+
+def _copies_section(duplicates: list[Row]) -> list[str]:
+    """The copies the pipeline found in its input (and kept once), one line per file and the file it copies."""
+    if not duplicates:
+        return []
+    kinds = {"records": "records", "exchanges": "exchanges"}
+    rows = [[kinds.get(d["table"], d["table"]), d["source"], d["copy_of"], d["rows"]] for d in duplicates]
+    total = ", ".join(f"{sum(d['rows'] for d in duplicates if d['table'] == t)} {t}"
+                      for t in sorted({d["table"] for d in duplicates}))
+    return ["<h2 id='copies'>Copies in the input</h2>",
+            f"<p class='note'>The input held the same data more than once: {html.escape(total)} read again from "
+            "another file were counted once (records by topic, partition and offset; exchanges by connection, "
+            "correlation id and times).</p>",
+            _table(["kind", "file", "copy of", "rows dropped"], rows)]
 
 
 def _id_note(ids: set[str]) -> list[str]:
