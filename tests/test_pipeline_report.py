@@ -39,7 +39,7 @@ def _tables(out: Path) -> None:
 
 def _section(page: str, group: str, title: str) -> str:
     """The HTML of one heading's section of one group."""
-    body = page.split(f"<h2>{group}</h2>", 1)[1].split("<h2>", 1)[0]
+    body = re.split(rf"<h2[^>]*>{re.escape(group)}</h2>", page, maxsplit=1)[1].split("<h2", 1)[0]
     return body.split(f"<h3>{title}</h3>", 1)[1].split("<h3>", 1)[0]
 
 
@@ -129,7 +129,10 @@ CHECK = """<script>
 const errors = [];
 window.addEventListener("error", e => errors.push(String(e.message || e.target && e.target.src || e)), true);
 window.addEventListener("load", () => {
-  const images = [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]);
+  const images = [...document.querySelectorAll("svg.chart")].map(c => {
+    const box = c.getBoundingClientRect();
+    return [c.querySelectorAll("text").length > 0, box.width, box.height];
+  });
   document.body.setAttribute("data-check", JSON.stringify({errors, images}));
 });
 </script>"""
@@ -142,13 +145,13 @@ def test_the_html_renders_in_a_headless_browser(report: tuple[Path, str], tmp_pa
     copy = tmp_path / "checked.html"
     copy.write_text(CHECK + page, encoding="utf-8")
     done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                           "--dump-dom", copy.as_uri()], capture_output=True, text=True, timeout=180)
+                           "--window-size=1280,1000", "--dump-dom", copy.as_uri()], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     found = re.search(r'data-check="([^"]*)"', done.stdout)
     assert found, done.stdout[-2000:]
     check = json.loads(found[1].replace("&quot;", '"'))
     assert check["errors"] == []
-    assert len(check["images"]) == page.count("<img ") >= 6
+    assert len(check["images"]) == page.count("<svg class='chart'") >= 6
     assert all(complete and width > 300 and height > 100 for complete, width, height in check["images"])
 
 

@@ -23,6 +23,7 @@ from kprotocol.pipeline.copies import (COVERAGE, EXCHANGE_IDENTITY, RECORD_IDENT
                                        overlaps)
 from kprotocol.pipeline.executor import RUNTIME, runtime_summary, task_runtime
 from kprotocol.pipeline.files import KAFKA_SEGMENT, InputFile, list_inputs, partition_of
+from kprotocol.pipeline.manifest import mark, rows_written
 from kprotocol.pipeline.offsets_rows import TABLES as OFFSETS_TABLES
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.rebalances import derive, group_records
@@ -63,15 +64,20 @@ def spark_session(master: str | None = None, app_name: str = "kprotocol-pipeline
     return session
 
 
+SOURCES = "sources"  # the name a capture task's exchanges per capture go by among its (table, rows) pairs
+
+
 def _tally(items: Iterable[tuple[str, Any]], counts: Counter[str], runtimes: list[Any],
-           covered: list[Coverage] | None = None) -> None:
+           covered: list[Coverage] | None = None, sources: Counter[str] | None = None) -> None:
     """Add a task's (table, rows) pairs to `counts`, its runtime report to `runtimes`, its coverage
-    (`copies.Coverage`) to `covered`."""
+    (`copies.Coverage`) to `covered`, its exchanges per capture to `sources`."""
     for name, value in items:
         if name == RUNTIME:
             runtimes.append(value)
         elif name == COVERAGE:
             covered.extend(value)  # type: ignore[union-attr]
+        elif name == SOURCES:
+            sources.update(value)  # type: ignore[union-attr]
         else:
             counts[name] += value
 
@@ -134,18 +140,6 @@ def drop_record_copies(spark: Any, out: str, covered: list[Coverage]) -> int:
     return _write_duplicates(out, "records", found, "part")
 
 
-def _count(out: str, table: str, prefix: str = "part") -> int:
-    """Rows of a table's parts of one job, from their metadata."""
-    import pyarrow.dataset as ds
-    from pyarrow import fs as pafs
-
-    from kprotocol.pipeline.files import filesystem
-
-    fsys, path = filesystem(table_dir(out, table))
-    files = [e.path for e in fsys.get_file_info(pafs.FileSelector(path)) if e.base_name.startswith(prefix + "-")]
-    return ds.dataset(files, filesystem=fsys, format="parquet").count_rows() if files else 0
-
-
 def _write_duplicates(out: str, table: str, found: list[tuple[str, str, int]], prefix: str) -> int:
     totals: Counter[tuple[str, str]] = Counter()
     for source, first, rows in found:
@@ -189,6 +183,7 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     table, the bytes read and what the tasks ran on (`executor.runtime_summary`)."""
     spark = spark or spark_session(master)
     splits = plan_offsets(paths, split_bytes)
+    mark(out, "offsets", "running", inputs=paths)
     reset(out, (*OFFSETS_TABLES, "rebalances", "topic_names", "duplicates"))
     remove_table(out, GROUP_RECORDS)  # what a run that died left
     numbered = list(enumerate(splits))
@@ -201,11 +196,13 @@ def run_offsets(paths: list[str], out: str, *, spark: Any = None, master: str | 
     counts["duplicate_records"] = drop_record_copies(spark, out, covered)
     if counts["duplicate_records"]:
         for table in OFFSETS_TABLES:  # (Counter.update would add)
-            counts[table] = _count(out, table)
+            counts[table] = rows_written(out, table, "part")
     counts["rebalances"] = derive_rebalances(spark, out, splits)
     remove_table(out, GROUP_RECORDS)
     counts["topic_names"] = write_topic_names(paths, out)
     counts["splits"] = len(splits)
+    written = (*OFFSETS_TABLES, "rebalances", "topic_names", "duplicates")
+    mark(out, "offsets", "complete", inputs=paths, tables={t: rows_written(out, t, "part") for t in written})
     return {**counts, **runtime_summary(runtimes)}
 
 
@@ -235,12 +232,13 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
             exchanges.sort(key=lambda r: (r["source"], r["request_first_packet"]))
             write_part(out, "exchanges", index, exchanges, prefix="capture")
             write_part(out, "problems", index, problems, prefix="capture")
+            sources = Counter(r["source"] for r in exchanges)
             if exchanges:
                 times = pa.table({"source": [r["source"] for r in exchanges],
                                   "request_time": [r["request_time"] for r in exchanges]})
                 covered = coverage(_part(out, "exchanges", index, "capture"), times, "source", "request_time")
         return [(RUNTIME, task_runtime()), ("exchanges", len(exchanges)), ("problems", len(problems)),
-                ("connections", connections), (COVERAGE, covered)]
+                ("connections", connections), (COVERAGE, covered), (SOURCES, sources)]
     return run
 
 
@@ -261,7 +259,9 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
             with long_run_gc():  # rows are streamed out: the collector stays on, seldom
                 problems, connections = owned_rows(uri, share, ports, add)
             write_part(out, "problems", index, problems, prefix="capture-owned")
-            yield from (("exchanges", exchanges.close()), ("problems", len(problems)), ("connections", connections))
+            written = exchanges.close()
+            yield from (("exchanges", written), ("problems", len(problems)), ("connections", connections),
+                        (SOURCES, {uri: written}))
             if times:
                 yield COVERAGE, [Coverage(_part(out, "exchanges", index, "capture-owned"), (), uri, min(times),
                                           max(times))]
@@ -278,6 +278,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     spark = spark or spark_session(master)
     sc = spark.sparkContext
     inputs = list_inputs(paths, CAPTURE_SUFFIXES)
+    mark(out, "captures", "running", inputs=paths)
     reset(out, (*CAPTURE_TABLES, "duplicates"), prefix="capture")
     kafka_ports = frozenset(ports)
     owned: list[tuple[str, tuple[int, int]]] = []
@@ -292,9 +293,11 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     counts: Counter[str] = Counter(splits=len(owned) + len(splits))
     runtimes: list[Any] = []
     covered: list[Coverage] = []
+    sources: Counter[str] = Counter()
     if owned:
         task = _owned_task(out, kafka_ports)
-        _tally(sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect(), counts, runtimes, covered)
+        _tally(sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect(), counts, runtimes, covered,
+               sources)
     if splits:
         keyed = sc.parallelize(splits, len(splits)).flatMap(lambda s: keyed_segments(s[0], s[1], kafka_ports))
         # More partitions than cores (connections differ wildly in size, small tasks balance the cores),
@@ -304,13 +307,37 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
         count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
         shuffle = keyed.partitionBy(max(1, count))
         _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect(), counts, runtimes,
-               covered)
+               covered, sources)
     if not owned and not splits:
         for table in CAPTURE_TABLES:
             write_part(out, table, 0, [], prefix="capture")
     counts["duplicate_exchanges"] = drop_exchange_copies(spark, out, covered)
     counts["exchanges"] -= counts["duplicate_exchanges"]
+    silent = [f.uri for f in inputs if not sources[f.uri]]
+    hints = dict(sc.parallelize(silent, len(silent)).map(lambda uri: (uri, port_hint(uri, kafka_ports))).collect()
+                 if silent else [])
+    captures = [{"source": f.uri, "exchanges": sources[f.uri], "hint": hints.get(f.uri)} for f in inputs]
+    mark(out, "captures", "complete", inputs=paths, ports=sorted(kafka_ports), captures=captures,
+         tables={t: rows_written(out, t, "capture") for t in (*CAPTURE_TABLES, "duplicates")})
     return {**counts, **runtime_summary(runtimes)}
+
+
+def port_hint(uri: str, ports: frozenset[int]) -> str:
+    """Why a capture gave no exchange, as `kprotocol capture summary` says it: no Kafka connection on the
+    ports given, and the ports its Kafka requests go to (a local file; elsewhere the command to find them)."""
+    from pathlib import Path
+
+    from kprotocol.capture.cli import kafka_request_ports
+
+    given = f"port{'s' * (len(ports) > 1)} {','.join(map(str, sorted(ports)))}"
+    if "://" in uri:
+        return f"no Kafka connection on {given}: `kprotocol capture summary` on a local copy names its Kafka ports"
+    found = [port for port, _ in kafka_request_ports(Path(uri)).most_common() if port not in ports]
+    if not found:
+        return f"no Kafka connection on {given}, and no Kafka request on any other port"
+    seen = ", ".join(map(str, found[:8])) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    return (f"no Kafka connection on {given}; Kafka requests go to port{'s' * (len(found) > 1)} {seen}: "
+            f"try --ports {','.join(map(str, found[:8]))}")
 
 
 def drop_exchange_copies(spark: Any, out: str, covered: list[Coverage]) -> int:
