@@ -4,6 +4,7 @@ with legends; the HTML checked in a real headless browser (Debian's chromium).""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -252,3 +253,86 @@ def test_a_classic_member_leaves_the_timeline_with_the_generation_that_dropped_i
                   {"end_timestamp": 12, "members_before": ["n", "m"], "members_after": []}]
     assert _gone("m", 5, rebalances) == 9 and _gone("m", 10, rebalances) == 12 and _gone("n", 0, rebalances) == 12
     assert _gone("x", 0, rebalances) is None
+
+
+LAYOUT = """<script>
+const errors = [];
+window.addEventListener("error", e => errors.push(String(e.message || e)), true);
+function visible(el) {  // the element's box, cut by the ancestors that clip it (an ellipsis cell)
+  let r = el.getBoundingClientRect();
+  let box = {left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    const style = getComputedStyle(p);
+    if (style.overflowX !== "visible" || style.overflowY !== "visible") {
+      const c = p.getBoundingClientRect();
+      box = {left: Math.max(box.left, c.left), right: Math.min(box.right, c.right),
+             top: Math.max(box.top, c.top), bottom: Math.min(box.bottom, c.bottom)};
+    }
+  }
+  return box;
+}
+function name(el) { return el.tagName + " " + JSON.stringify((el.textContent || "").trim().slice(0, 50)); }
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth;
+  const outside = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    const v = visible(el);
+    if (v.right > width + 0.5 || v.left < -0.5) outside.push(name(el) + " " + v.left.toFixed(0) + ".." + v.right.toFixed(0));
+  }
+  const texts = [...document.body.querySelectorAll("*")].filter(el =>
+    el.tagName.toLowerCase() === "text" || [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()));
+  const boxes = texts.map(el => [el, visible(el)]).filter(([, b]) => b.right - b.left > 0 && b.bottom - b.top > 0);
+  const overlaps = [];
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [a, p] = boxes[i], [b, q] = boxes[j];
+      if (a.contains(b) || b.contains(a)) continue;
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 2 && h > 2) overlaps.push(name(a) + " / " + name(b));
+    }
+  }
+  document.body.setAttribute("data-layout", JSON.stringify({errors, width, outside, overlaps, texts: boxes.length,
+    scroll: document.documentElement.scrollWidth}));
+});
+</script>"""
+
+
+def _layout(page: Path, width: int, shot: Path) -> dict:
+    """The page in headless chromium `width` pixels wide: what lies outside the viewport, which text boxes
+    overlap; a screenshot of it."""
+    copy = page.with_name(f"layout-{width}-{page.name}")
+    copy.write_text(LAYOUT + page.read_text(), encoding="utf-8")
+    flags = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--virtual-time-budget=10000", f"--window-size={width},3000"]
+    done = subprocess.run([*flags, "--dump-dom", copy.as_uri()], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-layout="([^"]*)"', done.stdout)
+    assert found, done.stdout[-2000:]
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=180, check=True)
+    return json.loads(html.unescape(found[1]))
+
+
+def test_the_report_fits_1280_and_1920_pixels_without_overlapping_text(report: tuple[Path, str],
+                                                                       tmp_path: Path) -> None:
+    """The demo's groups and a fleet of Streams groups with 90-character client ids and hundreds of
+    rebalances: nothing outside the viewport, no text box over another, at both widths; the screenshots
+    go to build/report-layout/."""
+    from kprotocol.pipeline.synthetic import write_fleet
+
+    out, _ = report
+    fleet = tmp_path / "fleet"
+    write_fleet(str(fleet), groups=2, rebalances=300, members=12, tasks=24, name_length=90)
+    write_report(str(fleet), fleet / "report.html")
+    for name, page in (("demo", out / "report.html"), ("fleet", fleet / "report.html")):
+        for width in (1280, 1920):
+            shot = ROOT / "build" / "report-layout" / f"{name}-{width}.png"
+            layout = _layout(page, width, shot)
+            assert layout["width"] == width and layout["texts"] > 50, layout
+            assert layout["errors"] == [] and layout["scroll"] <= width, (name, width, layout["scroll"])
+            assert layout["outside"] == [], (name, width, layout["outside"][:10])
+            assert layout["overlaps"] == [], (name, width, layout["overlaps"][:10])
+            assert shot.stat().st_size > 10_000
