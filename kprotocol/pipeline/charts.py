@@ -194,7 +194,7 @@ def _count_ticks(top: int) -> list[int]:
 
 BAR, ASSIGNED, MOVED, SPAN, EDGE = "#9db4d0", "#2c3e50", "#c0392b", "#f5b041", "#d35400"
 ROW = 22
-LABEL_WIDTH = 230
+LABEL_WIDTH = 260
 
 
 @dataclass

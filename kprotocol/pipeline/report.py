@@ -616,15 +616,21 @@ def _doubly_active(latest: list[list[Any]]) -> dict[str, list[str]]:
     return {task: who for task, who in sorted(owners.items()) if len(who) > 1}
 
 
-def _member_label(member_id: str | None, info: Row | None) -> tuple[str, str]:
-    """(label, tooltip): a member by its client id and process (a Streams process id's first 8 characters),
-    its member id when it names neither; the tooltip names it whole."""
+def _member_label(member_id: str | None, info: Row | None, room: int = 44) -> tuple[str, str]:
+    """(label, tooltip): a member by its client id and process (a Streams process id's first 8 characters,
+    the process id taken out of a client id that holds it, as Kafka Streams' do), its member id when it
+    names neither; the label at most `room` characters, the client id cut at its end, never the process;
+    the tooltip names it whole."""
     info = info or {}
     client, process = info.get("client_id"), info.get("process_id")
-    label = client or member_id or "(unknown member)"
+    name = client or member_id or "(unknown member)"
+    suffix = ""
     if process:
-        label += f" · {process[:8]}"
-    tip = "\n".join(f"{name}: {value}" for name, value in (
+        name = name.replace(f"-{process}", "").replace(process, "") or name
+        suffix = f" · {process[:8]}"
+    room = max(8, room - len(suffix))
+    label = (name if len(name) <= room else name[: room - 1] + "…") + suffix
+    tip = "\n".join(f"{title}: {value}" for title, value in (
         ("member id", member_id), ("client id", client), ("process", process), ("host", info.get("client_host")),
         ("instance id", info.get("instance_id"))) if value)
     return label, tip or label
@@ -672,7 +678,7 @@ def _timeline_section(g: str, members: pa.Table, window: list[Row], before: list
     lanes = []
     for mid in names[hidden:]:
         end = left.get(mid) or _gone(mid, first[mid], window) or high
-        label, tip = _member_label(mid, info.get(mid))
+        label, tip = _member_label(mid, info.get(mid), room=32)
         lanes.append(Lane(label, tip, first[mid], end, events[mid]))
     spans = []
     for r in window:
