@@ -124,7 +124,7 @@ def _report(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.dir} is not a directory: give the pipeline's --out directory")
         raise FileNotFoundError(2, "No such file or directory", args.dir)
     try:
-        from kprotocol.pipeline.report import write_report
+        from kprotocol.pipeline.report import report_problems, write_report
     except ImportError as exc:
         sys.stderr.write(f"kprotocol: error: the report needs the `pipeline` extra "
                          f"(pip install 'kprotocol[pipeline]'): {exc}\n")
@@ -145,7 +145,10 @@ def _report(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a PNG of several groups
         raise UsageError(str(exc)) from None
     print(dumps({"out": args.out, "groups": groups}))
-    return 1 if missing else 0
+    partial = report_problems(args.dir)
+    for reason in partial:  # the report says it too, in a banner at its top
+        sys.stderr.write(f"kprotocol: WARNING: partial tables in {args.dir}: {reason}\n")
+    return 1 if missing or partial else 0
 
 
 def _groups(out: str) -> set[str] | None:

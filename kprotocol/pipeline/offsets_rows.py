@@ -7,6 +7,7 @@ builds the rest and whatever it does not take.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,6 +58,17 @@ def as_dicts(rows: Rows) -> list[Row]:
     return rows.to_pylist() if isinstance(rows, pa.Table) else rows
 
 
+SPLIT_POSITION = re.compile(r"\(offset (\d+)\)")  # where a decoder error says it stopped, in the bytes it was given
+
+
+def in_file(message: str, start: int) -> str:
+    """A decoder's message about a split's bytes with its byte positions made the file's (the split
+    starts at byte `start`)."""
+    if not start:
+        return message
+    return SPLIT_POSITION.sub(lambda m: f"(offset {int(m[1]) + start})", message)
+
+
 def _appender(tables: dict[str, list[Row]]) -> Callable[[str, Row], None]:
     return lambda table, row: tables[table].append(row)
 
@@ -66,7 +78,8 @@ def _entry_rows(entry: RecordBatch | SegmentProblem, split: SegmentSplit, topic:
     if isinstance(entry, SegmentProblem):
         add("problems", {
             "source": split.uri, "partition": split.partition, "position": split.start + entry.position,
-            "length": entry.length, "kind": entry.kind, "offset": None, "message": entry.message})
+            "length": entry.length, "kind": entry.kind, "offset": None,
+            "message": in_file(entry.message, split.start)})
     else:
         for table, row in batch_rows(entry, split.start + entry.byte_offset, split, topic, names):
             add(table, row)

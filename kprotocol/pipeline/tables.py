@@ -75,6 +75,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("response_last_packet", I64), ("error_codes", pa.list_(I32)), ("error_names", STRS), ("flags", STRS),
         ("no_response_reason", STR), ("request_error", STR), ("response_error", STR), ("request_json", STR),
         ("response_json", STR), ("record_batches_json", STR)]),
+    # Copies in the input (kprotocol.pipeline.copies): rows of `table` read from `source` that `copy_of`
+    # holds too, dropped from the tables (records: with the rows derived from them).
+    "duplicates": pa.schema([("table", STR), ("source", STR), ("copy_of", STR), ("rows", I64)]),
     # Topic id -> name, from the __cluster_metadata log when the data directory has one (consumer-protocol
     # group records name topics by id: see kprotocol.pipeline.topic_names).
     "topic_names": pa.schema([("topic_id", STR), ("topic", STR)]),
