@@ -271,8 +271,12 @@ class Instance:
     """A Streams instance: its process id and endpoint, shared by its stream threads (members)."""
 
     process_id: uuid.UUID
-    host: str
+    host: str | None  # None: no application.server (no interactive queries)
     port: int = 7070
+
+    @property
+    def endpoint(self) -> str | None:
+        return None if self.host is None else f"{self.host}:{self.port}"
 
 
 class Member:
@@ -351,7 +355,8 @@ class StreamsMember(Member):
             return HB(group_id=self.group, member_id=self.name, member_epoch=0,
                       endpoint_information_epoch=self.endpoint_epoch, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
                       process_id=str(self.instance.process_id), client_tags=[], task_offsets=[], task_end_offsets=[],
-                      user_endpoint=HB.Endpoint(host=self.instance.host, port=self.instance.port),
+                      user_endpoint=None if self.instance.host is None else
+                      HB.Endpoint(host=self.instance.host, port=self.instance.port),
                       topology=HB.Topology(epoch=0, subtopologies=[HB.Subtopology(
                           subtopology_id=SUBTOPOLOGY, source_topics=[self.topic])]),
                       active_tasks=tasks, standby_tasks=[], warmup_tasks=[])
@@ -414,14 +419,16 @@ class Leader:
             version = int.from_bytes(m.metadata[:2], "big")
             subscription = SUBSCRIPTION.decode(m.metadata[2:], min(version, CONSUMER_PROTOCOL_VERSION))
             info = SubscriptionInfo.decode(subscription.user_data)
-            host, _, port = (info.user_end_point or ":0").rpartition(":")
-            endpoints[m.member_id] = HostInfo(host, int(port))
+            if info.user_end_point is not None:
+                host, _, port = info.user_end_point.rpartition(":")
+                endpoints[m.member_id] = HostInfo(host, int(port))
         owned: dict[str, list[int]] = {member: [] for member in ids}
         for p in range(self.tasks):
             owned[ids[p % len(ids)]].append(p)
         by_host: dict[HostInfo, list[int]] = {}
         for member in ids:
-            by_host.setdefault(endpoints[member], []).extend(owned[member])
+            if member in endpoints:
+                by_host.setdefault(endpoints[member], []).extend(owned[member])
         host_map = tuple((host, tuple(TopicPartition(self.topic, p) for p in sorted(ps)))
                          for host, ps in by_host.items())
         empty = AssignmentInfo(version=USERDATA_VERSION, commonly_supported_version=USERDATA_VERSION).encode()
@@ -461,7 +468,7 @@ class ClassicMember(Member):
     def metadata(self) -> bytes:
         info = SubscriptionInfo(version=USERDATA_VERSION, process_id=self.instance.process_id,
                                 task_offset_sums=tuple(((0, p), LATEST_OFFSET) for p in sorted(self.owned)),
-                                user_end_point=f"{self.instance.host}:{self.instance.port}")
+                                user_end_point=self.instance.endpoint)
         subscription = SUBSCRIPTION(topics=[self.topic], user_data=info.encode(), generation_id=self.generation,
                                     owned_partitions=[SUBSCRIPTION.TopicPartition(
                                         topic=self.topic, partitions=sorted(self.owned))] if self.owned else [])
@@ -569,6 +576,7 @@ class Options:
     initial_delay_ms: int = 3_000
     migration_steps: int = 5
     state_topic: str | None = None
+    endpoints: bool = True
 
 
 @dataclass
@@ -624,7 +632,7 @@ class Run:
 
     def instances(self, group: str) -> list[Instance]:
         count = math.ceil(self.scenario.members / self.options.threads)
-        return [Instance(uuid.uuid4(), f"{group}-i{i}") for i in range(count)]
+        return [Instance(uuid.uuid4(), f"{group}-i{i}" if self.options.endpoints else None) for i in range(count)]
 
     def make(self, kind: str, group: str, index: int, instance: Instance) -> Member:
         args = (f"{group}-m{index}-{uuid.uuid4().hex[:6]}", group, instance, self.trackers[group], self.stats,
@@ -762,7 +770,7 @@ class Run:
                     "classic": sum(m.kind == "classic" for m in self.members),
                     "reported": sum(len(t.held) for t in self.trackers.values()),
                     "tasks": sum(len(owned) for t in self.trackers.values() for _, owned in t.held.values()),
-                    "tasks_expected": self.scenario.tasks * self.scenario.groups}
+                    "tasks_expected": self.scenario.tasks * self.scenario.groups, "requests": self.stats.requests}
         return r
 
     async def teardown(self) -> None:
@@ -994,6 +1002,9 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     parser.add_argument("--initial-delay-ms", type=int, default=3_000,
                         help="the groups' initial rebalance delay on both sides (Kafka's default 3000)")
     parser.add_argument("--migration-steps", type=int, default=5, help="instances migrated in the mixed scenario")
+    parser.add_argument("--endpoints", action=argparse.BooleanOptionalAction, default=True,
+                        help="every instance has an application.server endpoint (interactive queries): the "
+                             "assignments name every host's partitions (default: yes)")
     parser.add_argument("--state-topic", help="the gateway keeps its state in this topic instead of a directory")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true",
@@ -1014,11 +1025,14 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     if unknown:
         parser.error(f"unknown kinds: {', '.join(sorted(unknown))}")
     options = Options(args.timeout, args.steady_s, args.threads, args.streams_heartbeat_ms, args.classic_heartbeat_ms,
-                      args.initial_delay_ms, args.migration_steps, args.state_topic)
+                      args.initial_delay_ms, args.migration_steps, args.state_topic, args.endpoints)
     workdir = Path(tempfile.mkdtemp(prefix="kprotocol-gateway-scale-"))
     own = broker is None
     if own:
         broker = KafkaBroker.start(heap="2g", config={
+            # a classic Streams group's GroupMetadata record holds every member's AssignmentInfo, each naming every
+            # host's partitions: about 10 MB at 1000 members, over Kafka's default 1 MB batch limit
+            "message.max.bytes": str(100 << 20),
             "group.initial.rebalance.delay.ms": str(options.initial_delay_ms),
             "group.streams.initial.rebalance.delay.ms": str(options.initial_delay_ms),
             "group.streams.heartbeat.interval.ms": str(options.streams_heartbeat_ms)})
@@ -1045,7 +1059,8 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
             broker.stop()
     table = render(report, options)
     print(f"\nintervals: streams {options.streams_heartbeat_ms} ms, classic {options.classic_heartbeat_ms} ms; "
-          f"initial delay {options.initial_delay_ms} ms; {options.threads} members per instance; steady window "
+          f"initial delay {options.initial_delay_ms} ms; {options.threads} members per instance"
+          f"{' with an endpoint' if options.endpoints else ''}; steady window "
           f"{options.steady_s:.0f} s; targets as issue 35 states them (at 1000 members)\n")
     print(table)
     saturated = [f"{e['scenario']} {side}" for e in report for side, r in e["results"].items()
