@@ -66,6 +66,7 @@ SUBTOPOLOGY = "0"
 
 NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = 0, 25, 22, 27
 MEMBER_ID_REQUIRED, FENCED_MEMBER_EPOCH = 79, 110
+CONNECTING = 100  # connections opened at once (a listen backlog is not what the bench measures)
 RETRIABLE = {14, 15, 16}  # coordinator loading, not available, not the coordinator
 SESSION_TIMEOUT_MS = 45_000  # Kafka's default, classic consumers and streams groups alike
 REBALANCE_TIMEOUT_MS = 300_000  # Streams' max.poll.interval.ms
@@ -304,9 +305,21 @@ class Member:
             self.stats.requests += 1
         return response
 
-    async def run(self, port: int) -> None:
+    async def connect(self, port: int, limit: asyncio.Semaphore) -> None:
+        """Open the member's connection (before the storm: the storm times joins, not TCP handshakes)."""
+        async with limit:
+            for attempt in range(5):
+                try:
+                    self.wire = await Wire.open(port, f"{self.kind}-{self.name}")
+                    return
+                except OSError as exc:
+                    if attempt == 4:
+                        self.failed = f"connect: {type(exc).__name__}: {exc}"
+                        self.stats.errors[self.failed[:120]] += 1
+                    await asyncio.sleep(0.2 * (attempt + 1))
+
+    async def run(self) -> None:
         try:
-            self.wire = await Wire.open(port, f"{self.kind}-{self.name}")
             await self.loop()
         except asyncio.CancelledError:
             raise
@@ -642,9 +655,16 @@ class Run:
         return ClassicMember(*args, heartbeat_s=self.options.classic_heartbeat_ms / 1000,
                              leader=Leader(self.topic, self.scenario.tasks))
 
-    def start(self, member: Member) -> None:
-        self.members.append(member)
-        self.tasks[member] = asyncio.get_running_loop().create_task(member.run(self.side.port))
+    async def start(self, members: list[Member]) -> None:
+        """Connect the members, then set them all going."""
+        limit = asyncio.Semaphore(CONNECTING)
+        await asyncio.gather(*(m.connect(self.side.port, limit) for m in members))
+        loop = asyncio.get_running_loop()
+        self.launched = time.monotonic()
+        for member in members:
+            self.members.append(member)
+            if member.failed is None:
+                self.tasks[member] = loop.create_task(member.run())
 
     async def until_stable(self, deadline: float) -> float | None:
         """Seconds since `start` of the change that made every group stable (held for one more heartbeat
@@ -667,32 +687,39 @@ class Run:
         return None
 
     async def describe(self) -> list[str]:
-        """Each group's state as its coordinator describes it (checked after the timing)."""
+        """Each group's state as its coordinator describes it, asked until every group is Stable or for two
+        heartbeat intervals (checked after the timing; the coordinator may describe its last committed state)."""
+        interval = max(self.options.streams_heartbeat_ms, self.options.classic_heartbeat_ms) / 1000
+        deadline = time.monotonic() + 2 * interval + 5
         wire = await Wire.open(self.side.port, "bench-admin")
-        states = []
         try:
-            for group in self.groups:
-                if self.scenario.kind == "classic":
-                    request = message_class("DescribeGroupsRequest")(groups=[group])
-                    response = await wire.call(request, self.versions[15])
-                    states.append(response.groups[0].group_state)
-                else:
-                    request = message_class("StreamsGroupDescribeRequest")(group_ids=[group])
-                    described = (await wire.call(request, self.versions[89])).groups[0]
-                    states.append(f"{described.group_state} epoch {described.group_epoch}/"
-                                  f"{described.assignment_epoch} members {len(described.members)}")
+            while True:
+                states = [await self.describe_group(wire, group) for group in self.groups]
+                if all(s.startswith("Stable") for s in states) or time.monotonic() > deadline:
+                    return states
+                await asyncio.sleep(0.5)
         finally:
             wire.close()
-        return states
+
+    async def describe_group(self, wire: Wire, group: str) -> str:
+        if self.scenario.kind == "classic":
+            request = message_class("DescribeGroupsRequest")(groups=[group])
+            return (await wire.call(request, self.versions[15])).groups[0].group_state
+        request = message_class("StreamsGroupDescribeRequest")(group_ids=[group])
+        described = (await wire.call(request, self.versions[89])).groups[0]
+        return (f"{described.group_state} epoch {described.group_epoch}/{described.assignment_epoch} "
+                f"members {len(described.members)}")
 
     async def storm(self) -> None:
         """Every member joins at once; the join storm's time to stable."""
         kind = "classic" if self.scenario.kind == "mixed" else self.scenario.kind
-        self.started, driver0 = time.monotonic(), _own_cpu()
+        members = []
         for group in self.groups:
             instances = self.instances(group)
-            for i in range(self.scenario.members):
-                self.start(self.make(kind, group, i, instances[i // self.options.threads]))
+            members += [self.make(kind, group, i, instances[i // self.options.threads])
+                        for i in range(self.scenario.members)]
+        await self.start(members)
+        self.started, driver0 = self.launched, _own_cpu()
         stable_at = await self.until_stable(self.started + self.options.timeout_s)
         elapsed = time.monotonic() - self.started
         self.result.driver_cores_join = (_own_cpu() - driver0) / elapsed
@@ -712,14 +739,16 @@ class Run:
             start = time.monotonic()
             leaving = by_instance[instance]
             for old in leaving:
-                self.tasks.pop(old).cancel()
+                task = self.tasks.pop(old, None)
+                if task is not None:
+                    task.cancel()
                 self.members.remove(old)
                 self.trackers[group].remove(old.name)
             await asyncio.wait_for(asyncio.gather(*(old.leave(self.side.port) for old in leaving)), 60)
             for old in leaving:
                 old.close()
-            for index in range(len(by_instance[instance])):
-                self.start(self.make("streams", group, 10_000 + len(self.members) + index, instance))
+            await self.start([self.make("streams", group, 10_000 + len(self.members) + index, instance)
+                              for index in range(len(leaving))])
             stable_at = await self.until_stable(start + self.options.timeout_s)
             self.result.steps_s.append(None if stable_at is None else stable_at - start)
             if stable_at is None:
@@ -758,7 +787,7 @@ class Run:
             if self.result.stable and self.scenario.kind == "mixed":
                 await self.migrate()
             if self.result.stable:
-                self.result.describe = await asyncio.wait_for(self.describe(), 60)
+                self.result.describe = await asyncio.wait_for(self.describe(), 120)
             await self.steady()
             self.result.rss_kb_per_member = (rss_kb(self.side.pid) - rss0) / self.scenario.total
         finally:
@@ -862,13 +891,13 @@ def log(line: str) -> None:
     print(line, flush=True)
 
 
-def run_scenario(scenario: Scenario, broker: KafkaBroker, options: Options, workdir: Path) -> dict[str, Result]:
+def run_scenario(scenario: Scenario, broker: KafkaBroker, options: Options, workdir: Path,
+                 sides: list[str]) -> dict[str, Result]:
     topic = f"bench-src-{scenario.tasks}"
     broker.create_topic(topic, scenario.tasks)
     topic_ready(broker, topic, scenario.tasks)
     results = {}
-    sides = ["gateway"] if scenario.kind == "mixed" else ["broker", "gateway"]
-    for side_name in sides:
+    for side_name in [s for s in sides if s == "gateway" or scenario.kind != "mixed"]:
         groups = [f"scale-{scenario.kind}-{side_name}-{uuid.uuid4().hex[:6]}-{g}" for g in range(scenario.groups)]
         if side_name == "broker":
             prepare_broker_groups(broker, groups, options)
@@ -1006,6 +1035,7 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
                         help="every instance has an application.server endpoint (interactive queries): the "
                              "assignments name every host's partitions (default: yes)")
     parser.add_argument("--state-topic", help="the gateway keeps its state in this topic instead of a directory")
+    parser.add_argument("--sides", default="broker,gateway", help="the sides to run (both: their ratio)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true",
                         help="50 streams members, short intervals and window (about a minute)")
@@ -1021,6 +1051,9 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     args.kinds = [k for k in args.kinds.split(",") if k]
     args.groups = [g for g in args.groups.split(",") if g]
+    args.sides = [s for s in args.sides.split(",") if s]
+    if not args.sides or set(args.sides) - {"broker", "gateway"}:
+        parser.error("--sides: broker, gateway or both")
     unknown = set(args.kinds) - {"streams", "classic", "mixed"}
     if unknown:
         parser.error(f"unknown kinds: {', '.join(sorted(unknown))}")
@@ -1040,20 +1073,20 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     streams_reference: dict[int, Result] = {}
     try:
         for scenario in scenarios(args):
-            results = run_scenario(scenario, broker, options, workdir)
-            if scenario.kind == "streams" and scenario.groups == 1:
+            results = run_scenario(scenario, broker, options, workdir, args.sides)
+            if scenario.kind == "streams" and scenario.groups == 1 and "broker" in results:
                 streams_reference[scenario.members] = results["broker"]
             reference = results.get("broker") or streams_reference.get(scenario.members)
             reference_name = "broker" if "broker" in results else "broker streams" if reference else ""
-            g = results["gateway"]
+            g = results.get("gateway")
             keys = ("join_s", "p50_ms", "p99_ms", "cpu_ms_per_heartbeat", "server_cores", "rss_kb_per_member")
-            ratios = {k: ratio(getattr(g, k), getattr(reference, k)) for k in keys} if reference else {}
+            ratios = {k: ratio(getattr(g, k), getattr(reference, k)) for k in keys} if reference and g else {}
             if scenario.kind == "mixed":
                 ratios["join_s"] = None  # the classic storm then the steps: no broker figure to compare with
             report.append({"scenario": scenario.name, "kind": scenario.kind, "groups": scenario.groups,
                            "members": scenario.members, "tasks": scenario.tasks, "reference": reference_name,
                            "results": {k: asdict(v) for k, v in results.items()}, "ratios": ratios,
-                           "targets": targets(scenario, results, reference, options)})
+                           "targets": targets(scenario, results, reference, options) if g else []})
     finally:
         if own:
             broker.stop()
