@@ -1,7 +1,7 @@
 """Kafka Streams groups at scale: the gateway beside the broker, simulated members over TCP (issue 35).
 
     python bench/gateway_scale.py [--sizes 100,1000] [--kinds streams,classic,mixed] [--groups 100x50]
-                                  [--timeout 180] [--steady-s 30] [--json OUT] [--quick]
+                                  [--timeout 180] [--steady-s 30] [--sides broker,gateway] [--json OUT] [--quick]
 
 Every member is a coroutine with its own TCP connection, speaking raw size-prefixed frames through
 kprotocol's codec (one event loop, uvloop when installed). The same driver runs each scenario against
@@ -11,20 +11,24 @@ scenario, its --state directory new), and prints both sides and their ratio:
 - streams: streams-protocol members (StreamsGroupHeartbeat with a topology; each applies the tasks it is
   answered and acknowledges them at once, then heartbeats at the answered interval);
 - classic: Kafka Streams members of the classic protocol (JoinGroup/SyncGroup/Heartbeat, protocol "stream",
-  a real SubscriptionInfo in the subscription's userdata); the leader computes a round robin and sends every
-  member an AssignmentInfo (Streams' own encoding, every host's partitions included);
+  a real SubscriptionInfo in the subscription's userdata); whoever is named leader computes a round robin and
+  sends every member an AssignmentInfo (Streams' own encoding, every host's partitions included): the broker
+  and the gateway both leave a classic group's assignment to its leader; once a group is a streams group the
+  gateway names no leader and its own assignor answers every SyncGroup;
 - mixed (gateway only): a classic group migrated instance by instance (one instance's classic members leave,
   as many streams-protocol members of the same process join; each step timed), then measured mid-migration.
   The broker cannot host it: its reference is the broker's streams figure at the same size.
 
-Members are grouped in instances of --threads members sharing a process id and an endpoint (stream threads).
+Members are grouped in instances of --threads members sharing a process id and an endpoint (stream threads;
+--no-endpoints: no application.server). Every member connects first, then all join at once.
 Per side: join storm to stable (first join to every member holding exactly its tasks at one final epoch,
 checked for one more heartbeat interval and by the group's describe), steady heartbeat round trip
 p50/p99, the server process's CPU per heartbeat (/proc/PID/stat of the broker's JVM or the gateway),
 RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state directory, the broker's
 __consumer_offsets logs) written by the join and per minute of steady state, and the driver's own CPU
 (flagged when it nears a core: then the figures measure the driver). A scenario not stable within
---timeout is reported "not stable in T s" and measured as it is.
+--timeout is reported "not stable in T s" and measured as it is. The broker started here takes 100 MB
+batches: a 1000-member classic Streams group's GroupMetadata record is about 10 MB, over Kafka's default limit.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ import asyncio
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
