@@ -111,6 +111,13 @@ bench: $(STAMP)
 bench-offsets: $(STAMP)
 	$(BIN)/python bench/offsets.py
 
+# The gateway beside the broker at the scale of Kafka Streams fleets (issue 35): simulated members over TCP,
+# streams, classic and mixed groups of 100 and 1000 members and 100 groups of 50; table on stdout, JSON in build/.
+.PHONY: bench-gateway-scale
+bench-gateway-scale: $(STAMP)
+	mkdir -p build
+	$(BIN)/python bench/gateway_scale.py --json build/gateway-scale.json
+
 # The capture parsers' bounded memory at full size: a 70 MB capture of a million one-packet connections (a minute).
 .PHONY: capture-scale
 capture-scale: $(STAMP)
