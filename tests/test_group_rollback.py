@@ -159,7 +159,8 @@ OPS = st.tuples(st.sampled_from(["join", "sync", "beat", "leave", "stream", "str
                 st.integers(0, 2), st.integers(0, 12_000), st.one_of(st.none(), st.integers(0, 400)))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(120, settings.default.max_examples), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=1, max_size=30))
 def test_a_failed_change_leaves_the_group_exactly_as_it_was(steps: list) -> None:
     """Random requests and timers; at random steps the change raises after a random number of its changes (or
