@@ -9,7 +9,7 @@ talks to the brokers directly and finds its offsets. Every other request naming 
 is answered here as the broker would (group_apis.py), never forwarded. Time-outs run on a ticker;
 every record is appended to the state log first, so a restarted gateway resumes each group.
 
-Each group is isolated (supervisor.py): a change whose handling raises, or whose records cannot be
+Each group is isolated (compat/group_state.py): a change whose handling raises, or whose records cannot be
 written, is rolled back and its request answered COORDINATOR_NOT_AVAILABLE; the ticker runs each
 group's timers alone and never stops.
 """
