@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import itertools
 import statistics
 import struct
@@ -215,31 +216,30 @@ def measure(shape: str, n: int, samples: int) -> dict[str, float]:
 
 
 def join_storm(n: int) -> tuple[float, int]:
-    """n streams-protocol members joining one by one, heartbeating at their interval, until stable:
-    (CPU seconds in the coordinator, simulated seconds)."""
+    """n streams-protocol members joining one by one (one every 5 ms), heartbeating at their interval (at once
+    after a change of their tasks), until stable: (CPU seconds in the coordinator, simulated seconds)."""
     fleet = Fleet(tasks_for(n), GroupConfig())
     members = [f"s{i}" for i in range(n)]
     spent = 0.0
     start_now = fleet.now
     due = {m: fleet.now + i * 5 for i, m in enumerate(members)}  # a join every 5 ms
+    queue = [(d, m) for m, d in due.items()]
+    heapq.heapify(queue)
     while True:
-        m = min(due, key=due.get)
+        _, m = heapq.heappop(queue)
         fleet.now = max(fleet.now, due[m])
-        t = time.perf_counter()
+        before = (fleet.epoch.get(m), fleet.owned.get(m))
+        t = time.process_time()
         fleet.c.poll(fleet.now)
         fleet.streams_beat(m)
-        spent += time.perf_counter() - t
-        due[m] = fleet.now + 5_000 if fleet.epoch[m] and not _moving(fleet, m) else fleet.now + 50
+        spent += time.process_time() - t
+        # a client heartbeats at the interval it is given, at once when its tasks or epoch changed
+        due[m] = fleet.now + (50 if before != (fleet.epoch[m], fleet.owned.get(m)) else 5_000)
+        heapq.heappush(queue, (due[m], m))
         group = fleet.c.streams.group(GROUP)
         if len(group.members) == n and group.state == "Stable" and \
                 all(fleet.epoch[x] == group.assignment_epoch for x in members):
             return spent, (fleet.now - start_now) / 1000
-
-
-def _moving(fleet: Fleet, m: str) -> bool:
-    group = fleet.c.streams.group(GROUP)
-    member = group.members[m]
-    return group.state != "Stable" or member.member_epoch != group.assignment_epoch
 
 
 def main() -> None:
