@@ -16,7 +16,7 @@ from typing import Any
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 from kprotocol.streams_group.records import CoordinatorRecord
-from kprotocol.timeline import TDict, TimelineObject
+from kprotocol.timeline import DeadlineMap, TDict, TimelineObject
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = 25, 22, 27
@@ -123,11 +123,54 @@ class ClassicMember(TimelineObject):
     sync_token: Token | None = None
     sync_version: int = 0
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        TimelineObject.__setattr__(self, name, value)
+        if name in _TIMED:
+            timers = self.__dict__.get("_timers")
+            if timers is not None:
+                _time(timers, self)
+
     def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
             if name == protocol:
                 return metadata
         raise ValueError(f"member {self.member_id} has no protocol {protocol!r}")  # admission keeps this away
+
+
+_TIMED = ("session_deadline", "join_token")
+
+
+def _time(timers: DeadlineMap, member: ClassicMember) -> None:
+    """A member's session runs while it does not wait in a join."""
+    if member.join_token is None:
+        timers[member.member_id] = member.session_deadline
+    else:
+        timers.pop(member.member_id, None)
+
+
+class ClassicMembers(TDict):
+    """A classic group's members (journaled) and their session deadlines, kept as the members change."""
+
+    __slots__ = ("timers",)
+
+    def __init__(self, members: Mapping[str, ClassicMember] | None = None) -> None:
+        super().__init__()
+        self.timers = DeadlineMap()
+        for member_id, member in (members or {}).items():
+            self[member_id] = member
+
+    def __setitem__(self, member_id: str, member: ClassicMember) -> None:
+        TDict.__setitem__(self, member_id, member)
+        object.__setattr__(member, "_timers", self.timers)
+        _time(self.timers, member)
+
+    def __delitem__(self, member_id: str) -> None:
+        TDict.__delitem__(self, member_id)
+        self.timers.pop(member_id, None)
+
+    def pop(self, member_id: str, *default: Any) -> Any:
+        self.timers.pop(member_id, None)
+        return TDict.pop(self, member_id, *default)
 
 
 @dataclass
@@ -139,11 +182,15 @@ class ClassicGroup(TimelineObject):
     protocol_name: str | None = None
     leader: str | None = None
     state: str = EMPTY
-    members: dict[str, ClassicMember] = field(default_factory=TDict)
+    members: dict[str, ClassicMember] = field(default_factory=ClassicMembers)
     pending_ids: dict[str, int] = field(default_factory=TDict)  # member id handed out -> when it expires
     rebalance_deadline: int | None = None
     in_initial_delay: bool = False  # a new group waits for more members before its first generation
     config: ClassicConfig = DEFAULT_CONFIG
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.members, ClassicMembers):
+            self.members = ClassicMembers(self.members)
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -236,7 +283,7 @@ class ClassicGroup(TimelineObject):
         answers: list[Answer] = []
         records: list[CoordinatorRecord] = []
         expire_pending(self.pending_ids, now)
-        expired = [m for m in self.members.values() if m.session_deadline <= now and m.join_token is None]
+        expired = [self.members[member_id] for _, member_id in self.members.timers.due(now)]
         for m in expired:
             del self.members[m.member_id]
         if expired:
@@ -250,7 +297,7 @@ class ClassicGroup(TimelineObject):
         return answers, records
 
     def next_deadline(self) -> int | None:
-        deadlines = [m.session_deadline for m in self.members.values() if m.join_token is None]
+        deadlines = [d for d in (self.members.timers.earliest(),) if d is not None]
         if self.state == PREPARING and self.rebalance_deadline is not None:
             deadlines.append(self.rebalance_deadline)
         deadlines += self.pending_ids.values()

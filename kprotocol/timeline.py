@@ -9,6 +9,7 @@ while no journal is active, so state used outside a change costs what a plain di
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -239,3 +240,80 @@ def record(undo: Callable[..., None], *args: Any) -> None:
     j = ACTIVE.journal
     if j is not None:
         j.append((undo, *args))
+
+
+def _restore_deadline(d: DeadlineMap, key: Any, old: Any, index: int) -> None:
+    _restore_key(d, key, old, index)
+    if old is not ABSENT:
+        heapq.heappush(d.heap, (d.deadline(old), key))
+
+
+def _push_back(d: DeadlineMap, entries: list[tuple[int, Any]]) -> None:
+    for entry in entries:
+        heapq.heappush(d.heap, entry)
+
+
+class DeadlineMap(TDict):
+    """key -> deadline (`deadline(value)` of the value), journaled, with the earliest found in O(log n): a heap of
+    (deadline, key) beside the dict, an entry in it valid while the dict still holds that deadline for the key."""
+
+    __slots__ = ("heap",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heap: list[tuple[int, Any]] = []
+
+    @staticmethod
+    def deadline(value: Any) -> int:
+        return value
+
+    def _record(self, j: list, key: Any) -> None:
+        TDict._record(self, j, key)
+        j[-1] = (_restore_deadline, *j[-1][1:])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        j = ACTIVE.journal
+        if j is not None:
+            j.append((_restore_deadline, self, key, dict.get(self, key, ABSENT), -1))
+        dict.__setitem__(self, key, value)
+        heap = self.heap
+        heapq.heappush(heap, (self.deadline(value), key))
+        if len(heap) > 2 * len(self) + 64:  # stale entries: rebuilt, O(1) amortized per change
+            self.heap = [(self.deadline(v), k) for k, v in dict.items(self)]
+            heapq.heapify(self.heap)
+
+    def _valid(self, entry: tuple[int, Any]) -> bool:
+        value = dict.get(self, entry[1], ABSENT)
+        return value is not ABSENT and self.deadline(value) == entry[0]
+
+    def earliest(self) -> int | None:
+        heap = self.heap
+        while heap:
+            if self._valid(heap[0]):
+                return heap[0][0]
+            heapq.heappop(heap)
+        return None
+
+    def due(self, now: int) -> list[tuple[int, Any]]:
+        """(deadline, key) of every entry due at `now`, earliest first (ties by key); the caller removes them."""
+        heap, out, seen = self.heap, [], set()
+        record(_push_back, self, out)  # journaled first (filled below): a change is never left without its undo
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if entry[1] not in seen and self._valid(entry):
+                seen.add(entry[1])
+                out.append(entry)
+        return out
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (type(self), (), None, None, iter(dict.items(self)))
+
+
+class EpochDeadlineMap(DeadlineMap):
+    """key -> (deadline, epoch)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def deadline(value: Any) -> int:
+        return value[0]

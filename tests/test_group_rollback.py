@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compat.classic import ClassicConfig
+from compat.classic import ClassicConfig, ClassicMembers
 from compat.coordinator import MigrationCoordinator
 from compat.group_state import GroupState
 from compat.translate import assigned_tasks
@@ -25,7 +25,7 @@ from kprotocol.streams import SubscriptionInfo, TaskId
 from kprotocol.streams_group import GroupConfig
 from kprotocol.streams_group.java_order import TimelineOrder
 from kprotocol.streams_group.member import Owners
-from kprotocol.timeline import ACTIVE
+from kprotocol.timeline import ACTIVE, DeadlineMap
 
 HB = message_class("StreamsGroupHeartbeatRequest")
 Header = message_class("RequestHeader")
@@ -57,6 +57,11 @@ def dump(value: Any) -> Any:
                                ("classic", "classic_info", "streams", "classic_members", "pending", "info_stamp")])
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (type(value).__name__, [(f.name, dump(getattr(value, f.name))) for f in dataclasses.fields(value)])
+    if isinstance(value, DeadlineMap):  # every deadline findable in its heap
+        heap = set(value.heap)
+        return ("deadlines", [(dump(k), dump(v), (value.deadline(v), k) in heap) for k, v in value.items()])
+    if isinstance(value, ClassicMembers):
+        return ("members", [(dump(k), dump(v)) for k, v in value.items()], dump(value.timers))
     if isinstance(value, dict):
         return ("dict", [(dump(k), dump(v)) for k, v in value.items()])
     if isinstance(value, (set, frozenset)):
@@ -159,7 +164,8 @@ OPS = st.tuples(st.sampled_from(["join", "sync", "beat", "leave", "stream", "str
                 st.integers(0, 2), st.integers(0, 12_000), st.one_of(st.none(), st.integers(0, 400)))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(120, settings.default.max_examples), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=1, max_size=30))
 def test_a_failed_change_leaves_the_group_exactly_as_it_was(steps: list) -> None:
     """Random requests and timers; at random steps the change raises after a random number of its changes (or
@@ -178,6 +184,7 @@ def test_a_failed_change_leaves_the_group_exactly_as_it_was(steps: list) -> None
             journal.entries = Fuse(real, fuse)
             try:
                 g.run(op, name)
+                g.c.next_deadline("app")  # as the gateway asks before the write (stale heap entries go)
             except Boom:
                 failed += 1
             finally:
@@ -186,7 +193,9 @@ def test_a_failed_change_leaves_the_group_exactly_as_it_was(steps: list) -> None
                 real[:] = kept
             change.rollback()
             assert ACTIVE.journal is None
-            assert g.state() == before, (op, name, fuse)
+            state = g.state()
+            assert state == before, (op, name, fuse)
+            assert "False)" not in repr(state), "a deadline missing from its heap"
         change = g.c.begin("app")
         answers, _ = g.run(op, name)
         change.commit()
@@ -326,12 +335,13 @@ def work(g: Group, op: str, name: str) -> tuple[int, int]:
     return calls, entries
 
 
-@pytest.mark.parametrize("shape", ["streams", "mixed"])
-def test_a_steady_heartbeat_does_the_same_work_at_any_group_size(shape: str) -> None:
+@pytest.mark.parametrize("shape, size", [("streams", 1000), ("mixed", 500)])
+def test_a_steady_heartbeat_does_the_same_work_at_any_group_size(shape: str, size: int) -> None:
     """No copy, scan or rebuild of the group per steady heartbeat: the calls made and the changes journaled
-    (its session time-out) are the same at 1000 members as at 10."""
+    (its session time-out) are the same at 1000 members (500 mid-migration: its classic members' SyncGroups
+    carry every host's partitions, the set-up is quadratic) as at 10."""
     small, probes_small = steady_group(shape, 10)
-    large, probes_large = steady_group(shape, 1000)
+    large, probes_large = steady_group(shape, size)
     for (op, s), (_, l) in zip(probes_small, probes_large):
         small_work, large_work = work(small, op, s), work(large, op, l)
         assert len(large_work[1]) == len(small_work[1]) == 1, (op, small_work, large_work)  # its session

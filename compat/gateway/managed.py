@@ -14,7 +14,7 @@ across nothing upstream but the group's own state write (group_commit.py batches
 group into one append); the topics are refreshed before the lock, one Metadata call for everyone
 (topics.py); every upstream call has a time-out. Timers sit in one heap of deadlines (timers.py). A
 change whose handling raises, or whose records cannot be written, is rolled back and its request
-answered COORDINATOR_NOT_AVAILABLE; a group whose timers fail is retried a second later, alone.
+answered COORDINATOR_NOT_AVAILABLE (compat/group_state.py rolls back what changed); a group whose timers fail is retried a second later, alone.
 """
 
 from __future__ import annotations

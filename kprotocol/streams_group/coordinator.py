@@ -217,17 +217,15 @@ class StreamsGroupCoordinator:
         group = self.groups.get(group_id)
         out: list[CoordinatorRecord] = []
         if group is not None and group.exists:
-            expired = sorted((d, m) for m, d in group.session_deadlines.items() if d <= now_ms)
-            for _, member_id in expired:
+            for _, member_id in group.session_deadlines.due(now_ms):
                 group.session_deadlines.pop(member_id, None)
                 if member_id in group.members:
                     out += self._apply(group, self._fence(group, member_id, now_ms))
-            for member_id, (deadline, epoch) in list(group.rebalance_deadlines.items()):
+            for member_id in _in_order(group.rebalance_deadlines, group.rebalance_deadlines.due(now_ms)):
+                deadline, epoch = group.rebalance_deadlines.pop(member_id)
                 member = group.members.get(member_id)
-                if deadline <= now_ms:
-                    del group.rebalance_deadlines[member_id]
-                    if member is not None and member.member_epoch == epoch and member.state == UNREVOKED_TASKS:
-                        out += self._apply(group, self._fence(group, member_id, now_ms))
+                if member is not None and member.member_epoch == epoch and member.state == UNREVOKED_TASKS:
+                    out += self._apply(group, self._fence(group, member_id, now_ms))
             if group.pending_assignment_at is not None and group.pending_assignment_at <= now_ms:
                 group.pending_assignment_at = None
                 if group.members and group.epoch > group.assignment_epoch:
@@ -245,8 +243,7 @@ class StreamsGroupCoordinator:
     @staticmethod
     def group_deadline(group: StreamsGroup) -> int | None:
         """The earliest of one group's deadlines."""
-        deadlines = [d for d in (min(group.session_deadlines.values(), default=None),
-                                 min((d for d, _ in group.rebalance_deadlines.values()), default=None),
+        deadlines = [d for d in (group.session_deadlines.earliest(), group.rebalance_deadlines.earliest(),
                                  group.pending_assignment_at) if d is not None]
         return min(deadlines, default=None)
 
@@ -639,19 +636,23 @@ class StreamsGroupCoordinator:
 
     def _endpoint_entry(self, group_id: str, member: Member, topology: Any, configured: Configured | None,
                         response_cls: Any) -> Any:
-        """One member's endpoint and partitions, built once per change of the member (or of the topics)."""
+        """One member's endpoint and partitions, built once per change of its endpoint or tasks (or of the topics)."""
         entries = self._endpoint_entries.setdefault(group_id, {})
         cached = entries.get(member.member_id)
-        key = (topology, configured, response_cls)
-        if cached is not None and cached[1] == (self.topics_version, member.user_endpoint, member.assigned) and \
-                all(a is b for a, b in zip(cached[0], key)):
-            return cached[2]
+        if cached is not None and cached[0] is member and cached[1][0] == self.topics_version and \
+                cached[2] is topology and cached[3] is configured and cached[4] is response_cls:
+            return cached[5]  # built of this very member
+        version = (self.topics_version, member.user_endpoint, member.assigned)
+        if cached is not None and cached[1] == version and cached[2] is topology and cached[3] is configured \
+                and cached[4] is response_cls:
+            entries[member.member_id] = (member, *cached[1:])
+            return cached[5]
         subtopologies = {s.subtopology_id: s for s in topology.subtopologies}
         entry = response_cls.EndpointToPartitions(
             user_endpoint=response_cls.Endpoint(host=member.user_endpoint[0], port=member.user_endpoint[1]),
             active_partitions=self._partitions(member.assigned.active, subtopologies, configured, response_cls),
             standby_partitions=self._partitions(member.assigned.standby, subtopologies, configured, response_cls))
-        entries[member.member_id] = (key, (self.topics_version, member.user_endpoint, member.assigned), entry)
+        entries[member.member_id] = (member, version, topology, configured, response_cls, entry)
         return entry
 
     def _partitions(self, tasks: Mapping[str, frozenset[int]], subtopologies: Mapping[str, Any],
@@ -901,6 +902,14 @@ _STATIC_EPOCH_FIELDS = ("topology_epoch", "rack_id", "client_tags", "process_id"
 # Kafka (plain fields there, outside its snapshotted state).
 _SOFT_STATE = ("task_offsets", "task_end_offsets", "caught_up", "topics_version", "session_deadlines",
                "rebalance_deadlines", "pending_assignment_at", "shutdown_requested_by")
+
+
+def _in_order(table: dict[str, Any], due: list[tuple[int, str]]) -> list[str]:
+    """The keys of `due` in the order of `table` (a dict's iteration order, as its scan met them)."""
+    if len(due) <= 1:
+        return [key for _, key in due]
+    keys = {key for _, key in due}
+    return [key for key in table if key in keys]
 
 
 def _put_if_changed(table: dict[str, Any], key: str, value: Any) -> None:

@@ -11,7 +11,7 @@ from kprotocol.streams_group.member import STABLE, Member, Owners
 from kprotocol.streams_group.records import CoordinatorRecord, epochs_from, tasks_from
 from kprotocol.streams_group.tasks import EMPTY, TaskSets
 from kprotocol.streams_group.topology import Configured
-from kprotocol.timeline import TDict, TimelineObject, stamp
+from kprotocol.timeline import DeadlineMap, EpochDeadlineMap, TDict, TimelineObject, stamp
 
 EMPTY_STATE, NOT_READY, ASSIGNING, RECONCILING, STABLE_STATE = "Empty", "NotReady", "Assigning", "Reconciling", "Stable"
 
@@ -59,8 +59,8 @@ class StreamsGroup(TimelineObject):
     task_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=TDict)
     task_end_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=TDict)
     caught_up: dict[str, set[tuple[str, int]]] = field(default_factory=TDict)  # warm-ups seen caught up
-    session_deadlines: dict[str, int] = field(default_factory=TDict)
-    rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=TDict)  # member -> (deadline, epoch)
+    session_deadlines: DeadlineMap = field(default_factory=DeadlineMap)
+    rebalance_deadlines: EpochDeadlineMap = field(default_factory=EpochDeadlineMap)  # member -> (deadline, epoch)
     pending_assignment_at: int | None = None
     # member epoch -> how many members are reconciled (STABLE) at it: the group's state without a scan
     reconciled_at: dict[int, int] = field(default_factory=TDict)

@@ -153,24 +153,24 @@ class TimelineOrder:
     def add(self, key: str | int) -> None:
         """A put of `key` (new or not)."""
         if (self.size + 1) * 0.75 > len(self.slots):
+            record(_restore_slots, self, self.slots)  # the old lists are left as they were
             old, self.slots = self.slots, [[] for _ in range(2 * len(self.slots))]
-            record(_restore_slots, self, old)  # the old lists are left as they were
             for keys in old:
                 for k in keys:
                     self.slots[self._slot(k)].append(k)
         keys = self.slots[self._slot(key)]
         if key not in keys:
+            record(_unadd, self, keys)  # journaled first: a change is never left without its undo
             keys.append(key)
             self.size += 1
-            record(_unadd, self, keys)
 
     def remove(self, key: str | int) -> None:
         keys = self.slots[self._slot(key)]
         if key in keys:
             index = keys.index(key)
+            record(_unremove, self, keys, index, key)
             del keys[index]
             self.size -= 1
-            record(_unremove, self, keys, index, key)
 
     def __bool__(self) -> bool:
         return self.size > 0
