@@ -66,11 +66,12 @@ class GatedLog(StateLog):
 class Managed:
     """ManagedGroups on its own event loop against the real broker."""
 
-    def __init__(self, broker: KafkaBroker, groups: list[str], state: StateLog | None, **options: float) -> None:
+    def __init__(self, broker: KafkaBroker, groups: list[str], state: StateLog | None, initial_delay_ms: int = 0,
+                 **options: float) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        coordinator = MigrationCoordinator(classic_initial_delay_ms=0,
+        coordinator = MigrationCoordinator(classic_initial_delay_ms=initial_delay_ms,
                                            classic_config=ClassicConfig(min_session_timeout_ms=100))
         self.managed = ManagedGroups(groups, coordinator, Upstream(("127.0.0.1", broker.port)), state,
                                      lambda: (1, "127.0.0.1", 1), **options)
@@ -87,6 +88,10 @@ class Managed:
 
     async def joined(self, group: str, session_ms: int = 10_000) -> tuple[str, int]:
         """A member of `group` through its JoinGroup (v5: the member id first), before its SyncGroup."""
+        return (await self.join(group, session_ms))[:2]
+
+    async def join(self, group: str, session_ms: int = 10_000) -> tuple[str, int, str]:
+        """(member id, generation, leader) of a member of `group` through its JoinGroup (v5: the member id first)."""
         def join(member: str) -> object:
             return Join(group_id=group, member_id=member, session_timeout_ms=session_ms, rebalance_timeout_ms=10_000,
                         protocol_type="consumer", protocols=[Join.JoinGroupRequestProtocol(name="range", metadata=b"m")])
@@ -94,7 +99,7 @@ class Managed:
         assert first.error_code == MEMBER_ID_REQUIRED
         answer = await self.call(11, 5, join(first.member_id))
         assert answer.error_code == OK, answer
-        return answer.member_id, answer.generation_id
+        return answer.member_id, answer.generation_id, answer.leader
 
     async def stable(self, group: str, session_ms: int = 10_000) -> tuple[str, int]:
         member, generation = await self.joined(group, session_ms)
@@ -308,6 +313,35 @@ def _sync_all(managed: Managed, joined: dict[str, tuple[str, int]], state: Gated
     state.gate.set()
     answers = pending.result(20)
     return answers, durable_at_answer
+
+
+def test_a_requester_gone_mid_write_leaves_its_change_whole_and_the_others_answered(kafka_broker: KafkaBroker,
+                                                                                      tmp_path: Path) -> None:
+    """The leader's SyncGroup is cancelled (its client went away) while its record is being written: the write
+    still decides the change, which is committed once durable, and the follower waiting for the leader's
+    assignment gets it (a change cut off mid-write used to leave the group half changed and the follower waiting)."""
+    state = GatedLog(tmp_path)
+    managed = Managed(kafka_broker, ["c"], state, initial_delay_ms=300)
+    try:
+        (a, generation, leader), (b, _, _) = managed.run(gathered([managed.join("c"), managed.join("c")]))
+        follower = b if leader == a else a
+        state.gate.clear()
+        waiting = managed.send(14, 3, Sync(group_id="c", generation_id=generation, member_id=follower, assignments=[]))
+        leading = managed.send(14, 3, Sync(group_id="c", generation_id=generation, member_id=leader, assignments=[
+            Sync.SyncGroupRequestAssignment(member_id=m, assignment=m.encode()) for m in (a, b)]))
+        time.sleep(0.3)
+        leading.cancel()
+        time.sleep(0.2)
+        assert not waiting.done() and "c" not in state.durable
+        state.gate.set()
+        answer = waiting.result(10)
+        assert answer.error_code == OK and answer.assignment == follower.encode()
+        assert "c" in state.durable and managed.managed.coordinator.classic["c"].state == "Stable"
+        beat = Beat(group_id="c", generation_id=generation, member_id=leader)
+        assert managed.send(12, 4, beat).result(10).error_code == OK  # the group's lock was released
+    finally:
+        state.gate.set()
+        managed.close()
 
 
 def test_concurrent_state_writes_are_one_append_answered_once_durable(kafka_broker: KafkaBroker,

@@ -12,6 +12,7 @@ it is abandoned (its connection closed): it may still land, and the group's late
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from kprotocol.streams_group.records import CoordinatorRecord
 
 
+log = logging.getLogger("kprotocol.gateway")
 RECORD_OVERHEAD = 32  # a record's own bytes in a batch beyond its key and value, at most (varints, attributes)
 
 
@@ -123,7 +125,11 @@ class GroupCommit:
             await task  # the file is written by one append at a time: the next waits for this one
         except OSError:
             return  # failed and cut back by the append itself
-        self.state.cut_back(mark)
+        try:
+            self.state.cut_back(mark)
+        except OSError as exc:
+            log.error("state log %s: an append that outlasted its time-out could not be cut back (%s): a restart "
+                      "replays changes its groups were told failed", self.state.path, exc)
 
 
 def _retrieve(future: asyncio.Future) -> None:

@@ -26,7 +26,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
 from compat.coordinator import MigrationCoordinator
@@ -208,7 +208,7 @@ class ManagedGroups:
         return lock
 
     @contextlib.asynccontextmanager
-    async def _locked(self, group_ids: Collection[str]):  # noqa: ANN202
+    async def _locked(self, group_ids: Collection[str]) -> AsyncIterator[None]:
         """The locks of several groups, taken in name order (no two requests wait for each other in a circle)."""
         async with contextlib.AsyncExitStack() as stack:
             for group_id in sorted(set(group_ids) & self.groups):
@@ -295,9 +295,9 @@ class ManagedGroups:
     def _applied(self, group_id: str, api_key: int, answers: list[tuple[Any, Message]],
                  records: list[CoordinatorRecord], was_classic: bool) -> None:
         """A committed change: its answers delivered, its group's deadline brought forward where it may have."""
+        self._deliver(answers)
         if was_classic and self.coordinator.streams.group(group_id) is not None:
             self._log_conversion(group_id)
-        self._deliver(answers)
         if records or api_key not in EXTENDING or self.deadlines.scheduled(group_id) is None:
             self._schedule(group_id)
 

@@ -57,8 +57,8 @@ class Topics:
             if not self.known:
                 raise
             if self._throttle.ready(type(exc)):
-                log.warning("upstream metadata not answered in %.1f s (%s): going on with the topics of %.1f s "
-                            "ago", wait, type(exc).__name__ or exc, time.monotonic() - self._at)
+                log.warning("upstream metadata unavailable within %.1f s (%s): going on with the topics of %.1f s "
+                            "ago", wait, type(exc).__name__, time.monotonic() - self._at)
 
     async def _fetch(self) -> None:
         self.calls += 1
