@@ -36,7 +36,7 @@ STREAMS_MANAGED, STREAMS_BROKER = "authz-streams-managed", "authz-streams-broker
 GROUP, TOPIC_RESOURCE, CLUSTER = 3, 2, 4
 READ, DELETE, DESCRIBE = 3, 6, 8
 USERS = {"gateway": "gateway-secret", "app": "app-secret", "none": "n", "group": "g", "grouptopic": "gt",
-         "describe": "d", "delete": "x"}
+         "describe": "d", "delete": "x", "streams": "s", "streamscreate": "sc"}
 # principal -> [(resource type, name or prefix, operation)] for both groups of a pair and the topic
 ACLS: dict[str, list[tuple[int, str, int]]] = {
     "app": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ)],
@@ -46,7 +46,12 @@ ACLS: dict[str, list[tuple[int, str, int]]] = {
     "describe": [(GROUP, "authz-", DESCRIBE), (TOPIC_RESOURCE, TOPIC, DESCRIBE)],
     "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ)],
 }
+STREAMS_ACLS: dict[str, list[tuple[int, str, int]]] = {  # to reach the internal topics' CREATE check
+    "streams": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, "authz-", DESCRIBE)],
+    "streamscreate": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, "authz-", DESCRIBE), (TOPIC_RESOURCE, "authz-", 5)],
+}
 PRINCIPALS = [p for p in ACLS if p != "app"]
+STREAMS_GROUPS = [f"{STREAMS_MANAGED}-{u}" for u in ("grouptopic", "streams", "streamscreate")]
 REAUTH_MS = 6000
 
 
@@ -104,7 +109,8 @@ class Setup:
 
 def _acl_creations(principal: str, acls: list[tuple[int, str, int]]) -> list[Any]:
     cls = mc("CreateAclsRequest")
-    return [cls.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=4 if rtype == GROUP else 3,
+    return [cls.AclCreation(resource_type=rtype, resource_name=name,
+                            resource_pattern_type=4 if name.endswith("-") else 3,
                             principal=f"User:{principal}", host="*", operation=op, permission_type=3)
             for rtype, name, op in acls]
 
@@ -124,14 +130,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         broker.create_topic(OTHER, partitions=1)
         with broker.connect() as admin:
             created = admin.send(mc("CreateAclsRequest")(creations=[
-                c for p, acls in ACLS.items() for c in _acl_creations(p, acls)]))
+                c for p, acls in {**ACLS, **STREAMS_ACLS}.items() for c in _acl_creations(p, acls)]))
             assert all(r.error_code == 0 for r in created.results)
         upstream = workdir / "upstream.properties"
         upstream.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                             "sasl.username=gateway\nsasl.password=gateway-secret\n")
         config = workdir / "gateway.toml"
         config.write_text(f'upstream = "{broker.sasl_bootstrap}"\nlisten = "127.0.0.1:0"\n'
-                          f'groups = ["{MANAGED}", "{STREAMS_MANAGED}"]\nupstream_config = "{upstream}"\n'
+                          f'groups = {[MANAGED, STREAMS_MANAGED, *STREAMS_GROUPS]!r}\nupstream_config = "{upstream}"\n'
                           'initial_rebalance_delay_ms = 0\n')
         log = workdir / "gateway.log"
         with log.open("w") as err:
@@ -222,10 +228,12 @@ def _requests(group: str) -> dict[str, tuple[Any, int]]:
     }
 
 
-def _streams_heartbeat(group: str) -> tuple[Any, int]:
+def _streams_heartbeat(group: str, changelog: bool = False) -> tuple[Any, int]:
     cls = mc("StreamsGroupHeartbeatRequest")
+    changelogs = [cls.TopicInfo(name=f"{group}-store-changelog", partitions=0, replication_factor=0,
+                                topic_configs=[])] if changelog else []
     topology = cls.Topology(epoch=0, subtopologies=[cls.Subtopology(
-        subtopology_id="0", source_topics=[TOPIC], repartition_sink_topics=[], state_changelog_topics=[],
+        subtopology_id="0", source_topics=[TOPIC], repartition_sink_topics=[], state_changelog_topics=changelogs,
         repartition_source_topics=[], copartition_groups=[])])
     return cls(group_id=group, member_id=f"authz-{group}", member_epoch=0, endpoint_information_epoch=0,
                instance_id=None, rack_id=None, rebalance_timeout_ms=30000, topology=topology, active_tasks=[],
@@ -249,8 +257,8 @@ def _normal(value: Any, group: str, other: str) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         return [_normal(v, group, other) for v in value]
-    if value == group:
-        return other
+    if isinstance(value, str):
+        return value.replace(group, other)
     return value
 
 
@@ -304,7 +312,7 @@ def test_list_groups_as_broker(setup: Setup, consumers: None, user: str) -> None
 
 
 @pytest.mark.parametrize("user", PRINCIPALS)
-def test_streams_heartbeat_same_as_broker(setup: Setup, user: str) -> None:
+def test_streams_heartbeat_same_as_broker(setup: Setup, consumers: None, user: str) -> None:
     ours, theirs = _compare(setup, user, "StreamsGroupHeartbeat", _streams_heartbeat(STREAMS_MANAGED),
                             _streams_heartbeat(STREAMS_BROKER), STREAMS_MANAGED, STREAMS_BROKER)
     keys = ("error_code",)
@@ -423,3 +431,26 @@ def test_mixed_describe_same_as_broker(setup: Setup, consumers: None, user: str)
         operations = {"group": 0b100001000, "grouptopic": 0b100001000, "describe": 0b100000000,
                       "delete": 0b101000000}[user]  # READ 3, DELETE 6, DESCRIBE 8
         assert by_id[MANAGED].authorized_operations == operations
+
+
+
+@pytest.mark.parametrize("user", ["grouptopic", "streams", "streamscreate"])
+def test_streams_internal_topics_created_only_with_create(setup: Setup, consumers: None, user: str) -> None:
+    """A streams member whose topology has a changelog: without DESCRIBE on it TOPIC_AUTHORIZATION_FAILED;
+    with DESCRIBE but no CREATE the topic is not created and the status says so; with CREATE it is."""
+    managed, broker = f"{STREAMS_MANAGED}-{user}", f"{STREAMS_BROKER}-{user}"
+    ours, theirs = _compare(setup, user, "StreamsGroupHeartbeat", _streams_heartbeat(managed, True),
+                            _streams_heartbeat(broker, True), managed, broker)
+    assert ours["error_code"] == theirs["error_code"], (ours, theirs)
+    assert theirs["error_code"] == (29 if user == "grouptopic" else 0)
+    statuses = {s["status_code"]: s["status_detail"] for s in (theirs["status"] or [])}
+    assert {s["status_code"]: s["status_detail"] for s in (ours["status"] or [])} == statuses
+    assert ("Unauthorized to CREATE" in statuses.get(3, "")) == (user == "streams")
+    time.sleep(2)
+    with setup.broker.connect() as admin:
+        metadata = admin.send(mc("MetadataRequest")(topics=[mc("MetadataRequest").MetadataRequestTopic(name=n)
+                                                            for n in (f"{managed}-store-changelog",
+                                                                      f"{broker}-store-changelog")],
+                                                    allow_auto_topic_creation=False))
+    created = {t.name: t.error_code == 0 for t in metadata.topics}
+    assert created[f"{managed}-store-changelog"] == created[f"{broker}-store-changelog"] == (user == "streamscreate")

@@ -57,6 +57,19 @@ VERSIONS = {"OffsetCommitRequest": 8, "DescribeGroupsRequest": 5, "OffsetDeleteR
 AUTHORIZED_APIS = frozenset(apis.API_KEYS)  # FindCoordinator, ListGroups and every group API
 current: contextvars.ContextVar[ConnectionAuthorizer | None] = contextvars.ContextVar("authorizer", default=None)
 
+
+class Creating:
+    """Which internal topics of a StreamsGroupHeartbeat the principal may have created (CREATE on the cluster,
+    or on the topic), and those refused: the gateway creates the others only, as the broker does."""
+
+    def __init__(self, allows: Callable[[str], bool]) -> None:
+        self.allows = allows
+        self.refused: list[str] = []
+
+
+creating: contextvars.ContextVar[Creating | None] = contextvars.ContextVar("creating", default=None)
+MISSING_INTERNAL_TOPICS = 3  # StreamsGroupHeartbeat status code
+
 Submit = Callable[[bytes, int, int], asyncio.Future]  # (request frame, api key, version) -> future response body
 
 
@@ -173,10 +186,14 @@ class ConnectionAuthorizer:
         return self._remembered(("all topics",), lambda: _derived(
             self.ask(cls(topics=None, allow_auto_topic_creation=False)), lambda r: {t.name for t in r.topics}))
 
-    def cluster_describe(self) -> asyncio.Future:
+    def cluster_operations(self) -> asyncio.Future:
+        """The principal's operations on the cluster (a bitfield; none when DescribeCluster fails)."""
         return self._remembered(("cluster",), lambda: _derived(
             self.ask(message_class("DescribeClusterRequest")(include_cluster_authorized_operations=True)),
-            lambda r: r.error_code == 0 and _has(r.cluster_authorized_operations, DESCRIBE)))
+            lambda r: r.cluster_authorized_operations if r.error_code == 0 else NO_OPERATIONS))
+
+    def cluster_describe(self) -> asyncio.Future:
+        return _derived(self.cluster_operations(), lambda operations: _has(operations, DESCRIBE))
 
 
 def _derived(source: asyncio.Future, derive: Callable[[Message], Any]) -> asyncio.Future:
@@ -247,6 +264,7 @@ class Checks:
                  getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID])
         if api == apis.STREAMS_GROUP_HEARTBEAT and request.topology is not None:
             self.futures["topics"] = auth.topics(_topology_topics(request.topology))
+            self.futures["cluster"] = auth.cluster_operations()
         if api in (apis.OFFSET_DELETE, apis.DELETE_GROUPS):
             self.futures["delete"] = {g: auth.group_delete(g) for g in dict.fromkeys(self.groups)}
         if api in (apis.OFFSET_FETCH, apis.DESCRIBE_GROUPS, apis.CONSUMER_GROUP_DESCRIBE, apis.SHARE_GROUP_DESCRIBE,
@@ -330,6 +348,15 @@ class Checks:
             if not all(_has(verdicts[t][2], DESCRIBE) for t in required):
                 _, cls = api_classes(self.api_key)
                 return cls(error_code=TOPIC_AUTHORIZATION_FAILED)
+            cluster = await self.futures["cluster"]
+            permission = Creating(lambda name: _has(cluster, CREATE) or (
+                name in verdicts and _has(verdicts[name][2], CREATE)))
+            token = creating.set(permission)
+            try:
+                answer = await inner(request)
+            finally:
+                creating.reset(token)
+            return _creations_refused(answer, sorted(set(permission.refused)))
         return await inner(request)
 
     async def _commit(self, inner: Inner) -> Message:
@@ -472,6 +499,23 @@ class Checks:
         if (await self._described())[g]:
             operations |= 1 << DESCRIBE
         return group.replace(authorized_operations=operations)
+
+
+def _creations_refused(answer: Message, refused: list[str]) -> Message:
+    """A StreamsGroupHeartbeat answer telling of internal topics not created for want of CREATE, as Kafka
+    tells it (in the MISSING_INTERNAL_TOPICS status, or in one of its own)."""
+    if not refused or answer.error_code:
+        return answer
+    _, cls = api_classes(apis.STREAMS_GROUP_HEARTBEAT)
+    statuses = list(answer.status or ())
+    note = f"Unauthorized to CREATE on topics {', '.join(refused)}."
+    for i, status in enumerate(statuses):
+        if status.status_code == MISSING_INTERNAL_TOPICS:
+            statuses[i] = status.replace(status_detail=f"{status.status_detail or ''}; {note}")
+            break
+    else:
+        statuses.append(cls.Status(status_code=MISSING_INTERNAL_TOPICS, status_detail=note))
+    return answer.replace(status=statuses)
 
 
 def _topic_key(topic: Any) -> Any:

@@ -314,6 +314,11 @@ class ManagedGroups:
 
     async def _create_internal_topics(self) -> None:
         wanted = self.coordinator.streams.internal_topics_to_create
+        permission = authorization.creating.get()  # the principal's CREATE, as the broker checks it
+        if permission is not None:
+            for name in [n for n in wanted if not permission.allows(n)]:
+                permission.refused.append(name)
+                del wanted[name]
         if not wanted:
             return
         create = message_class("CreateTopicsRequest")
