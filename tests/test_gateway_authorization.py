@@ -33,8 +33,8 @@ from kprotocol.toolchain.processes import stop_process
 pytestmark = pytest.mark.xdist_group("gateway-authorization")
 MANAGED, BROKER, TOPIC, OTHER = "authz-managed", "authz-broker", "authz-topic", "authz-other"
 STREAMS_MANAGED, STREAMS_BROKER = "authz-streams-managed", "authz-streams-broker"
-GROUP, TOPIC_RESOURCE, CLUSTER = 3, 2, 4
-READ, DELETE, DESCRIBE = 3, 6, 8
+GROUP, TOPIC_RESOURCE, CLUSTER, TRANSACTIONAL_ID = 3, 2, 4, 5
+READ, WRITE, DELETE, DESCRIBE = 3, 4, 6, 8
 USERS = {"gateway": "gateway-secret", "app": "app-secret", "none": "n", "group": "g", "grouptopic": "gt",
          "describe": "d", "delete": "x", "streams": "s", "streamscreate": "sc"}
 # principal -> [(resource type, name or prefix, operation)] for both groups of a pair and the topic
@@ -42,9 +42,9 @@ ACLS: dict[str, list[tuple[int, str, int]]] = {
     "app": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ)],
     "none": [],
     "group": [(GROUP, "authz-", READ)],
-    "grouptopic": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ)],
+    "grouptopic": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ), (TRANSACTIONAL_ID, "authz-", WRITE)],
     "describe": [(GROUP, "authz-", DESCRIBE), (TOPIC_RESOURCE, TOPIC, DESCRIBE)],
-    "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ)],
+    "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ), (TRANSACTIONAL_ID, "authz-", WRITE)],
 }
 STREAMS_ACLS: dict[str, list[tuple[int, str, int]]] = {  # to reach the internal topics' CREATE check
     "streams": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, "authz-", DESCRIBE)],
@@ -197,12 +197,21 @@ def consumers(setup: Setup) -> Iterator[None]:
 
 # --- the requests, for a group id -----------------------------------------------------------------------------
 
-def _requests(group: str) -> dict[str, tuple[Any, int]]:
+def _topic_ids(setup: Setup) -> dict[str, Any]:
+    with setup.broker.connect() as admin:
+        metadata = admin.send(mc("MetadataRequest")(topics=[mc("MetadataRequest").MetadataRequestTopic(name=n)
+                                                            for n in (TOPIC, OTHER)]), 12)
+    return {t.name: t.topic_id for t in metadata.topics}
+
+
+def _requests(group: str, ids: dict[str, Any] | None = None) -> dict[str, tuple[Any, int]]:
     oc, of, od = mc("OffsetCommitRequest"), mc("OffsetFetchRequest"), mc("OffsetDeleteRequest")
+    txn = mc("TxnOffsetCommitRequest")
+    ids = ids or {}
     topics = [oc.OffsetCommitRequestTopic(name=n, partitions=[oc.OffsetCommitRequestPartition(
         partition_index=0, committed_offset=999)]) for n in (TOPIC, OTHER)]
     protocol = mc("JoinGroupRequest").JoinGroupRequestProtocol
-    return {
+    out = {
         "JoinGroup": (mc("JoinGroupRequest")(group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
                                              member_id="", protocol_type="consumer",
                                              protocols=[protocol(name="range", metadata=b"")]), 7),
@@ -225,7 +234,24 @@ def _requests(group: str) -> dict[str, tuple[Any, int]]:
         "FindCoordinator": (mc("FindCoordinatorRequest")(key_type=0, coordinator_keys=[group]), 4),
         "StreamsGroupDescribe": (mc("StreamsGroupDescribeRequest")(group_ids=[group],
                                                                    include_authorized_operations=True), 0),
+        "ConsumerGroupDescribe": (mc("ConsumerGroupDescribeRequest")(group_ids=[group],
+                                                                     include_authorized_operations=True), 0),
+        "LeaveGroup": (mc("LeaveGroupRequest")(group_id=group, members=[
+            mc("LeaveGroupRequest").MemberIdentity(member_id="intruder", group_instance_id=None)]), 4),
+        "TxnOffsetCommit": (txn(transactional_id="authz-tx", group_id=group, producer_id=1, producer_epoch=0,
+                                generation_id_or_member_epoch=-1, member_id="", topics=[txn.TxnOffsetCommitRequestTopic(
+                                    name=TOPIC, partitions=[txn.TxnOffsetCommitRequestPartition(
+                                        partition_index=0, committed_offset=999)])]), 4),
     }
+    if ids:
+        out["OffsetCommitV10"] = (oc(group_id=group, generation_id_or_member_epoch=1, member_id="intruder",
+                                     topics=[oc.OffsetCommitRequestTopic(name="", topic_id=ids[n], partitions=[
+                                         oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=999)])
+                                         for n in (TOPIC, OTHER)]), 10)
+        out["OffsetFetchV10"] = (of(groups=[of.OffsetFetchRequestGroup(group_id=group, topics=[
+            of.OffsetFetchRequestTopics(name="", topic_id=ids[n], partition_indexes=[0]) for n in (TOPIC, OTHER)])]),
+            10)
+    return out
 
 
 def _streams_heartbeat(group: str, changelog: bool = False) -> tuple[Any, int]:
@@ -262,6 +288,15 @@ def _normal(value: Any, group: str, other: str) -> Any:
     return value
 
 
+def _codes(outcome: Any) -> list[int]:
+    """Every error code of a normalized answer, in order (the matrix's summary)."""
+    if isinstance(outcome, dict):
+        return [c for k, v in outcome.items() for c in ([v] if k == "error_code" else _codes(v))]
+    if isinstance(outcome, list):
+        return [c for v in outcome for c in _codes(v)]
+    return []
+
+
 def _diff(ours: Any, theirs: Any, path: str = "") -> list[str]:
     """The fields where two normalized answers differ: `path: gateway's != broker's`."""
     if isinstance(ours, dict) and isinstance(theirs, dict) and ours.keys() == theirs.keys():
@@ -284,7 +319,8 @@ def _compare(setup: Setup, user: str, name: str, managed: tuple[Any, int], broke
 
 @pytest.mark.parametrize("user", PRINCIPALS)
 def test_matrix_same_as_broker(setup: Setup, consumers: None, user: str) -> None:
-    managed, broker = _requests(MANAGED), _requests(BROKER)
+    ids = _topic_ids(setup)
+    managed, broker = _requests(MANAGED, ids), _requests(BROKER, ids)
     differences = {}
     outcomes = {}
     for name in managed:
@@ -292,6 +328,7 @@ def test_matrix_same_as_broker(setup: Setup, consumers: None, user: str) -> None
         outcomes[name] = theirs
         if ours != theirs:
             differences[name] = _diff(ours, theirs)
+    print(f"\n{user}: " + "; ".join(f"{n} {_codes(o)}" for n, o in outcomes.items()))
     assert not differences, differences
     if user == "none":  # the broker refused everything: so did the gateway (not vacuous)
         assert outcomes["Heartbeat"]["error_code"] == 30 and outcomes["DescribeGroups"]["groups"][0]["error_code"] == 30
