@@ -123,6 +123,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "allow.everyone.if.no.acl.found": "false",
         "super.users": "User:ANONYMOUS;User:gateway",  # ANONYMOUS: the PLAINTEXT inter-broker and admin listener
         "connections.max.reauth.ms": str(REAUTH_MS),  # KIP-368: the good clients re-authenticate meanwhile
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",  # unsecured tokens
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
     }, sasl_plain_users=USERS, ready_timeout=120)
     process = None
     try:
@@ -491,3 +494,37 @@ def test_streams_internal_topics_created_only_with_create(setup: Setup, consumer
                                                     allow_auto_topic_creation=False))
     created = {t.name: t.error_code == 0 for t in metadata.topics}
     assert created[f"{managed}-store-changelog"] == created[f"{broker}-store-changelog"] == (user == "streamscreate")
+
+
+
+def _unsecured_token(user: str) -> bytes:
+    """An OAUTHBEARER client message with an unsecured JWT (Kafka's OAuthBearerUnsecured* handlers)."""
+    import base64
+    import json
+
+    def part(doc: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+    now = int(time.time())
+    jwt = f"{part({'alg': 'none'})}.{part({'sub': user, 'iat': now, 'exp': now + 3600})}."
+    return f"n,,\x01auth=Bearer {jwt}\x01\x01".encode()
+
+
+def test_oauthbearer_login_is_known_by_the_brokers_answers(setup: Setup, consumers: None) -> None:
+    """An OAUTHBEARER login (one round whose end only the broker knows) pipelined with a DescribeGroups of the
+    managed group: the gateway answers it, and as the token's principal (whose ACLs apply)."""
+    for user, allowed in (("app", True), ("none", False)):
+        client = Client(setup.gateway, None)
+        try:
+            handshake = mc("SaslHandshakeRequest")(mechanism="OAUTHBEARER")
+            login = mc("SaslAuthenticateRequest")(auth_bytes=_unsecured_token(user))
+            describe = mc("DescribeGroupsRequest")(groups=[MANAGED])
+            client.sock.sendall(client.frame(handshake, 1) + client.frame(login, 2) + client.frame(describe, 5))
+            assert client.receive(handshake, 1).error_code == 0
+            assert client.receive(login, 2).error_code == 0
+            answer = client.receive(describe, 5)
+        finally:
+            client.close()
+        if allowed:
+            assert _described_by_gateway(answer)
+        else:
+            assert answer.groups[0].error_code == 30
