@@ -16,7 +16,8 @@ make of it; ANONYMOUS without SASL or mutual TLS upstream), with requests that r
 The probes are written on the client's connection just after the request they judge was read, and their
 answers taken off it before that request's answer is due (proxy.Session), so a pipelined connection keeps
 its order. Each connection remembers an answer for `TTL_S` seconds at most (bounded to `MAX_ENTRIES`): an
-ACL the brokers add or remove applies to locally answered requests within that time, the staleness bound.
+ACL the brokers add or remove applies to locally answered requests within that time, the staleness bound
+(UNREACHABLE_GRACE_S more while the connection's broker is unreachable, for what it judged before).
 
 `Checks.run` then answers as the broker's KafkaApis does (Kafka 4.4): which operation on which resource per
 API, which error at which level of the response (the request's, the group's, the topic's, the partition's),
@@ -41,6 +42,7 @@ from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
 TTL_S = 1.0
+UNREACHABLE_GRACE_S = 60.0
 MAX_ENTRIES = 4096
 GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 30, 29, 53
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_TOPIC_ID, INCONSISTENT_GROUP_PROTOCOL = 130, 100, 23
@@ -78,6 +80,8 @@ class ConnectionAuthorizer:
 
     def __init__(self, ttl_s: float = TTL_S, max_entries: int = MAX_ENTRIES) -> None:
         self.ttl_s, self.max_entries = ttl_s, max_entries
+        self.lost_at: float | None = None  # when the client's upstream connection went away
+        self.answered = False  # the broker answered a probe: the connection was logged in
         self._cache: OrderedDict[Any, tuple[float, asyncio.Future]] = OrderedDict()
         self._ids = itertools.count(0x40000000)
         self.pending: list[tuple[bytes, int, int, asyncio.Future]] = []  # written upstream after the request
@@ -90,6 +94,10 @@ class ConnectionAuthorizer:
         """The broker's answer to `request` on the client's connection (written once the current request is)."""
         from kprotocol.framing import encode_request
 
+        if self.lost_at is not None:  # nobody to ask: what the broker said before, or no answer
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(ConnectionError("the client's upstream connection is gone"))
+            return failed
         version = VERSIONS[type(request).__name__] if version is None else version
         header = message_class("RequestHeader")(request_api_key=request.api_key, request_api_version=version,
                                                 correlation_id=next(self._ids), client_id="kprotocol-gateway")
@@ -100,12 +108,19 @@ class ConnectionAuthorizer:
     def _fresh(self, key: Any, now: float) -> asyncio.Future | None:
         """A remembered answer younger than TTL_S that did not fail."""
         entry = self._cache.get(key)
-        if entry is None or entry[0] <= now:
+        if entry is None or entry[0] <= now and not (self.lost_at is not None and entry[0] + UNREACHABLE_GRACE_S > now):
             return None
         future = entry[1]
         if future.cancelled() or (future.done() and future.exception() is not None):
             return None
         return future
+
+    def lost(self) -> None:
+        """The client's upstream connection closed: its broker restarts, or is gone. The login and the ACLs the
+        broker judged on this connection stand for UNREACHABLE_GRACE_S more (a managed group's members keep
+        heartbeating through a broker restart); anything not asked before is answered COORDINATOR_NOT_AVAILABLE."""
+        if self.lost_at is None:
+            self.lost_at = time.monotonic()
 
     def _remembered(self, key: Any, make: Callable[[], asyncio.Future]) -> asyncio.Future:
         now = time.monotonic()
