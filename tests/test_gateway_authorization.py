@@ -33,20 +33,25 @@ from kprotocol.toolchain.processes import stop_process
 pytestmark = pytest.mark.xdist_group("gateway-authorization")
 MANAGED, BROKER, TOPIC, OTHER = "authz-managed", "authz-broker", "authz-topic", "authz-other"
 STREAMS_MANAGED, STREAMS_BROKER = "authz-streams-managed", "authz-streams-broker"
-GROUP, TOPIC_RESOURCE, CLUSTER = 3, 2, 4
-READ, DELETE, DESCRIBE = 3, 6, 8
+GROUP, TOPIC_RESOURCE, CLUSTER, TRANSACTIONAL_ID = 3, 2, 4, 5
+READ, WRITE, DELETE, DESCRIBE = 3, 4, 6, 8
 USERS = {"gateway": "gateway-secret", "app": "app-secret", "none": "n", "group": "g", "grouptopic": "gt",
-         "describe": "d", "delete": "x"}
+         "describe": "d", "delete": "x", "streams": "s", "streamscreate": "sc"}
 # principal -> [(resource type, name or prefix, operation)] for both groups of a pair and the topic
 ACLS: dict[str, list[tuple[int, str, int]]] = {
     "app": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ)],
     "none": [],
     "group": [(GROUP, "authz-", READ)],
-    "grouptopic": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ)],
+    "grouptopic": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, TOPIC, READ), (TRANSACTIONAL_ID, "authz-", WRITE)],
     "describe": [(GROUP, "authz-", DESCRIBE), (TOPIC_RESOURCE, TOPIC, DESCRIBE)],
-    "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ)],
+    "delete": [(GROUP, "authz-", DELETE), (TOPIC_RESOURCE, TOPIC, READ), (TRANSACTIONAL_ID, "authz-", WRITE)],
+}
+STREAMS_ACLS: dict[str, list[tuple[int, str, int]]] = {  # to reach the internal topics' CREATE check
+    "streams": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, "authz-", DESCRIBE)],
+    "streamscreate": [(GROUP, "authz-", READ), (TOPIC_RESOURCE, "authz-", DESCRIBE), (TOPIC_RESOURCE, "authz-", 5)],
 }
 PRINCIPALS = [p for p in ACLS if p != "app"]
+STREAMS_GROUPS = [f"{STREAMS_MANAGED}-{u}" for u in ("grouptopic", "streams", "streamscreate")]
 REAUTH_MS = 6000
 
 
@@ -104,7 +109,8 @@ class Setup:
 
 def _acl_creations(principal: str, acls: list[tuple[int, str, int]]) -> list[Any]:
     cls = mc("CreateAclsRequest")
-    return [cls.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=4 if rtype == GROUP else 3,
+    return [cls.AclCreation(resource_type=rtype, resource_name=name,
+                            resource_pattern_type=4 if name.endswith("-") else 3,
                             principal=f"User:{principal}", host="*", operation=op, permission_type=3)
             for rtype, name, op in acls]
 
@@ -117,6 +123,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "allow.everyone.if.no.acl.found": "false",
         "super.users": "User:ANONYMOUS;User:gateway",  # ANONYMOUS: the PLAINTEXT inter-broker and admin listener
         "connections.max.reauth.ms": str(REAUTH_MS),  # KIP-368: the good clients re-authenticate meanwhile
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",  # unsecured tokens
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
     }, sasl_plain_users=USERS, ready_timeout=120)
     process = None
     try:
@@ -124,14 +133,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         broker.create_topic(OTHER, partitions=1)
         with broker.connect() as admin:
             created = admin.send(mc("CreateAclsRequest")(creations=[
-                c for p, acls in ACLS.items() for c in _acl_creations(p, acls)]))
+                c for p, acls in {**ACLS, **STREAMS_ACLS}.items() for c in _acl_creations(p, acls)]))
             assert all(r.error_code == 0 for r in created.results)
         upstream = workdir / "upstream.properties"
         upstream.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                             "sasl.username=gateway\nsasl.password=gateway-secret\n")
         config = workdir / "gateway.toml"
         config.write_text(f'upstream = "{broker.sasl_bootstrap}"\nlisten = "127.0.0.1:0"\n'
-                          f'groups = ["{MANAGED}", "{STREAMS_MANAGED}"]\nupstream_config = "{upstream}"\n'
+                          f'groups = {[MANAGED, STREAMS_MANAGED, *STREAMS_GROUPS]!r}\nupstream_config = "{upstream}"\n'
                           'initial_rebalance_delay_ms = 0\n')
         log = workdir / "gateway.log"
         with log.open("w") as err:
@@ -191,12 +200,21 @@ def consumers(setup: Setup) -> Iterator[None]:
 
 # --- the requests, for a group id -----------------------------------------------------------------------------
 
-def _requests(group: str) -> dict[str, tuple[Any, int]]:
+def _topic_ids(setup: Setup) -> dict[str, Any]:
+    with setup.broker.connect() as admin:
+        metadata = admin.send(mc("MetadataRequest")(topics=[mc("MetadataRequest").MetadataRequestTopic(name=n)
+                                                            for n in (TOPIC, OTHER)]), 12)
+    return {t.name: t.topic_id for t in metadata.topics}
+
+
+def _requests(group: str, ids: dict[str, Any] | None = None) -> dict[str, tuple[Any, int]]:
     oc, of, od = mc("OffsetCommitRequest"), mc("OffsetFetchRequest"), mc("OffsetDeleteRequest")
+    txn = mc("TxnOffsetCommitRequest")
+    ids = ids or {}
     topics = [oc.OffsetCommitRequestTopic(name=n, partitions=[oc.OffsetCommitRequestPartition(
         partition_index=0, committed_offset=999)]) for n in (TOPIC, OTHER)]
     protocol = mc("JoinGroupRequest").JoinGroupRequestProtocol
-    return {
+    out = {
         "JoinGroup": (mc("JoinGroupRequest")(group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
                                              member_id="", protocol_type="consumer",
                                              protocols=[protocol(name="range", metadata=b"")]), 7),
@@ -219,13 +237,32 @@ def _requests(group: str) -> dict[str, tuple[Any, int]]:
         "FindCoordinator": (mc("FindCoordinatorRequest")(key_type=0, coordinator_keys=[group]), 4),
         "StreamsGroupDescribe": (mc("StreamsGroupDescribeRequest")(group_ids=[group],
                                                                    include_authorized_operations=True), 0),
+        "ConsumerGroupDescribe": (mc("ConsumerGroupDescribeRequest")(group_ids=[group],
+                                                                     include_authorized_operations=True), 0),
+        "LeaveGroup": (mc("LeaveGroupRequest")(group_id=group, members=[
+            mc("LeaveGroupRequest").MemberIdentity(member_id="intruder", group_instance_id=None)]), 4),
+        "TxnOffsetCommit": (txn(transactional_id="authz-tx", group_id=group, producer_id=1, producer_epoch=0,
+                                generation_id_or_member_epoch=-1, member_id="", topics=[txn.TxnOffsetCommitRequestTopic(
+                                    name=TOPIC, partitions=[txn.TxnOffsetCommitRequestPartition(
+                                        partition_index=0, committed_offset=999)])]), 4),
     }
+    if ids:
+        out["OffsetCommitV10"] = (oc(group_id=group, generation_id_or_member_epoch=1, member_id="intruder",
+                                     topics=[oc.OffsetCommitRequestTopic(name="", topic_id=ids[n], partitions=[
+                                         oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=999)])
+                                         for n in (TOPIC, OTHER)]), 10)
+        out["OffsetFetchV10"] = (of(groups=[of.OffsetFetchRequestGroup(group_id=group, topics=[
+            of.OffsetFetchRequestTopics(name="", topic_id=ids[n], partition_indexes=[0]) for n in (TOPIC, OTHER)])]),
+            10)
+    return out
 
 
-def _streams_heartbeat(group: str) -> tuple[Any, int]:
+def _streams_heartbeat(group: str, changelog: bool = False) -> tuple[Any, int]:
     cls = mc("StreamsGroupHeartbeatRequest")
+    changelogs = [cls.TopicInfo(name=f"{group}-store-changelog", partitions=0, replication_factor=0,
+                                topic_configs=[])] if changelog else []
     topology = cls.Topology(epoch=0, subtopologies=[cls.Subtopology(
-        subtopology_id="0", source_topics=[TOPIC], repartition_sink_topics=[], state_changelog_topics=[],
+        subtopology_id="0", source_topics=[TOPIC], repartition_sink_topics=[], state_changelog_topics=changelogs,
         repartition_source_topics=[], copartition_groups=[])])
     return cls(group_id=group, member_id=f"authz-{group}", member_epoch=0, endpoint_information_epoch=0,
                instance_id=None, rack_id=None, rebalance_timeout_ms=30000, topology=topology, active_tasks=[],
@@ -249,9 +286,18 @@ def _normal(value: Any, group: str, other: str) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         return [_normal(v, group, other) for v in value]
-    if value == group:
-        return other
+    if isinstance(value, str):
+        return value.replace(group, other)
     return value
+
+
+def _codes(outcome: Any) -> list[int]:
+    """Every error code of a normalized answer, in order (the matrix's summary)."""
+    if isinstance(outcome, dict):
+        return [c for k, v in outcome.items() for c in ([v] if k == "error_code" else _codes(v))]
+    if isinstance(outcome, list):
+        return [c for v in outcome for c in _codes(v)]
+    return []
 
 
 def _diff(ours: Any, theirs: Any, path: str = "") -> list[str]:
@@ -276,7 +322,8 @@ def _compare(setup: Setup, user: str, name: str, managed: tuple[Any, int], broke
 
 @pytest.mark.parametrize("user", PRINCIPALS)
 def test_matrix_same_as_broker(setup: Setup, consumers: None, user: str) -> None:
-    managed, broker = _requests(MANAGED), _requests(BROKER)
+    ids = _topic_ids(setup)
+    managed, broker = _requests(MANAGED, ids), _requests(BROKER, ids)
     differences = {}
     outcomes = {}
     for name in managed:
@@ -284,6 +331,7 @@ def test_matrix_same_as_broker(setup: Setup, consumers: None, user: str) -> None
         outcomes[name] = theirs
         if ours != theirs:
             differences[name] = _diff(ours, theirs)
+    print(f"\n{user}: " + "; ".join(f"{n} {_codes(o)}" for n, o in outcomes.items()))
     assert not differences, differences
     if user == "none":  # the broker refused everything: so did the gateway (not vacuous)
         assert outcomes["Heartbeat"]["error_code"] == 30 and outcomes["DescribeGroups"]["groups"][0]["error_code"] == 30
@@ -304,7 +352,7 @@ def test_list_groups_as_broker(setup: Setup, consumers: None, user: str) -> None
 
 
 @pytest.mark.parametrize("user", PRINCIPALS)
-def test_streams_heartbeat_same_as_broker(setup: Setup, user: str) -> None:
+def test_streams_heartbeat_same_as_broker(setup: Setup, consumers: None, user: str) -> None:
     ours, theirs = _compare(setup, user, "StreamsGroupHeartbeat", _streams_heartbeat(STREAMS_MANAGED),
                             _streams_heartbeat(STREAMS_BROKER), STREAMS_MANAGED, STREAMS_BROKER)
     keys = ("error_code",)
@@ -423,3 +471,60 @@ def test_mixed_describe_same_as_broker(setup: Setup, consumers: None, user: str)
         operations = {"group": 0b100001000, "grouptopic": 0b100001000, "describe": 0b100000000,
                       "delete": 0b101000000}[user]  # READ 3, DELETE 6, DESCRIBE 8
         assert by_id[MANAGED].authorized_operations == operations
+
+
+
+@pytest.mark.parametrize("user", ["grouptopic", "streams", "streamscreate"])
+def test_streams_internal_topics_created_only_with_create(setup: Setup, consumers: None, user: str) -> None:
+    """A streams member whose topology has a changelog: without DESCRIBE on it TOPIC_AUTHORIZATION_FAILED;
+    with DESCRIBE but no CREATE the topic is not created and the status says so; with CREATE it is."""
+    managed, broker = f"{STREAMS_MANAGED}-{user}", f"{STREAMS_BROKER}-{user}"
+    ours, theirs = _compare(setup, user, "StreamsGroupHeartbeat", _streams_heartbeat(managed, True),
+                            _streams_heartbeat(broker, True), managed, broker)
+    assert ours["error_code"] == theirs["error_code"], (ours, theirs)
+    assert theirs["error_code"] == (29 if user == "grouptopic" else 0)
+    statuses = {s["status_code"]: s["status_detail"] for s in (theirs["status"] or [])}
+    assert {s["status_code"]: s["status_detail"] for s in (ours["status"] or [])} == statuses
+    assert ("Unauthorized to CREATE" in statuses.get(3, "")) == (user == "streams")
+    time.sleep(2)
+    with setup.broker.connect() as admin:
+        metadata = admin.send(mc("MetadataRequest")(topics=[mc("MetadataRequest").MetadataRequestTopic(name=n)
+                                                            for n in (f"{managed}-store-changelog",
+                                                                      f"{broker}-store-changelog")],
+                                                    allow_auto_topic_creation=False))
+    created = {t.name: t.error_code == 0 for t in metadata.topics}
+    assert created[f"{managed}-store-changelog"] == created[f"{broker}-store-changelog"] == (user == "streamscreate")
+
+
+
+def _unsecured_token(user: str) -> bytes:
+    """An OAUTHBEARER client message with an unsecured JWT (Kafka's OAuthBearerUnsecured* handlers)."""
+    import base64
+    import json
+
+    def part(doc: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+    now = int(time.time())
+    jwt = f"{part({'alg': 'none'})}.{part({'sub': user, 'iat': now, 'exp': now + 3600})}."
+    return f"n,,\x01auth=Bearer {jwt}\x01\x01".encode()
+
+
+def test_oauthbearer_login_is_known_by_the_brokers_answers(setup: Setup, consumers: None) -> None:
+    """An OAUTHBEARER login (one round whose end only the broker knows) pipelined with a DescribeGroups of the
+    managed group: the gateway answers it, and as the token's principal (whose ACLs apply)."""
+    for user, allowed in (("app", True), ("none", False)):
+        client = Client(setup.gateway, None)
+        try:
+            handshake = mc("SaslHandshakeRequest")(mechanism="OAUTHBEARER")
+            login = mc("SaslAuthenticateRequest")(auth_bytes=_unsecured_token(user))
+            describe = mc("DescribeGroupsRequest")(groups=[MANAGED])
+            client.sock.sendall(client.frame(handshake, 1) + client.frame(login, 2) + client.frame(describe, 5))
+            assert client.receive(handshake, 1).error_code == 0
+            assert client.receive(login, 2).error_code == 0
+            answer = client.receive(describe, 5)
+        finally:
+            client.close()
+        if allowed:
+            assert _described_by_gateway(answer)
+        else:
+            assert answer.groups[0].error_code == 30

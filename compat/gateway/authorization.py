@@ -16,7 +16,8 @@ make of it; ANONYMOUS without SASL or mutual TLS upstream), with requests that r
 The probes are written on the client's connection just after the request they judge was read, and their
 answers taken off it before that request's answer is due (proxy.Session), so a pipelined connection keeps
 its order. Each connection remembers an answer for `TTL_S` seconds at most (bounded to `MAX_ENTRIES`): an
-ACL the brokers add or remove applies to locally answered requests within that time, the staleness bound.
+ACL the brokers add or remove applies to locally answered requests within that time, the staleness bound
+(UNREACHABLE_GRACE_S more while the connection's broker is unreachable, for what it judged before).
 
 `Checks.run` then answers as the broker's KafkaApis does (Kafka 4.4): which operation on which resource per
 API, which error at which level of the response (the request's, the group's, the topic's, the partition's),
@@ -41,6 +42,7 @@ from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
 TTL_S = 1.0
+UNREACHABLE_GRACE_S = 60.0
 MAX_ENTRIES = 4096
 GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 30, 29, 53
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_TOPIC_ID, INCONSISTENT_GROUP_PROTOCOL = 130, 100, 23
@@ -57,6 +59,19 @@ VERSIONS = {"OffsetCommitRequest": 8, "DescribeGroupsRequest": 5, "OffsetDeleteR
 AUTHORIZED_APIS = frozenset(apis.API_KEYS)  # FindCoordinator, ListGroups and every group API
 current: contextvars.ContextVar[ConnectionAuthorizer | None] = contextvars.ContextVar("authorizer", default=None)
 
+
+class Creating:
+    """Which internal topics of a StreamsGroupHeartbeat the principal may have created (CREATE on the cluster,
+    or on the topic), and those refused: the gateway creates the others only, as the broker does."""
+
+    def __init__(self, allows: Callable[[str], bool]) -> None:
+        self.allows = allows
+        self.refused: list[str] = []
+
+
+creating: contextvars.ContextVar[Creating | None] = contextvars.ContextVar("creating", default=None)
+MISSING_INTERNAL_TOPICS = 3  # StreamsGroupHeartbeat status code
+
 Submit = Callable[[bytes, int, int], asyncio.Future]  # (request frame, api key, version) -> future response body
 
 
@@ -65,6 +80,8 @@ class ConnectionAuthorizer:
 
     def __init__(self, ttl_s: float = TTL_S, max_entries: int = MAX_ENTRIES) -> None:
         self.ttl_s, self.max_entries = ttl_s, max_entries
+        self.lost_at: float | None = None  # when the client's upstream connection went away
+        self.answered = False  # the broker answered a probe: the connection was logged in
         self._cache: OrderedDict[Any, tuple[float, asyncio.Future]] = OrderedDict()
         self._ids = itertools.count(0x40000000)
         self.pending: list[tuple[bytes, int, int, asyncio.Future]] = []  # written upstream after the request
@@ -77,6 +94,10 @@ class ConnectionAuthorizer:
         """The broker's answer to `request` on the client's connection (written once the current request is)."""
         from kprotocol.framing import encode_request
 
+        if self.lost_at is not None:  # nobody to ask: what the broker said before, or no answer
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(ConnectionError("the client's upstream connection is gone"))
+            return failed
         version = VERSIONS[type(request).__name__] if version is None else version
         header = message_class("RequestHeader")(request_api_key=request.api_key, request_api_version=version,
                                                 correlation_id=next(self._ids), client_id="kprotocol-gateway")
@@ -87,12 +108,19 @@ class ConnectionAuthorizer:
     def _fresh(self, key: Any, now: float) -> asyncio.Future | None:
         """A remembered answer younger than TTL_S that did not fail."""
         entry = self._cache.get(key)
-        if entry is None or entry[0] <= now:
+        if entry is None or entry[0] <= now and not (self.lost_at is not None and entry[0] + UNREACHABLE_GRACE_S > now):
             return None
         future = entry[1]
         if future.cancelled() or (future.done() and future.exception() is not None):
             return None
         return future
+
+    def lost(self) -> None:
+        """The client's upstream connection closed: its broker restarts, or is gone. The login and the ACLs the
+        broker judged on this connection stand for UNREACHABLE_GRACE_S more (a managed group's members keep
+        heartbeating through a broker restart); anything not asked before is answered COORDINATOR_NOT_AVAILABLE."""
+        if self.lost_at is None:
+            self.lost_at = time.monotonic()
 
     def _remembered(self, key: Any, make: Callable[[], asyncio.Future]) -> asyncio.Future:
         now = time.monotonic()
@@ -173,10 +201,14 @@ class ConnectionAuthorizer:
         return self._remembered(("all topics",), lambda: _derived(
             self.ask(cls(topics=None, allow_auto_topic_creation=False)), lambda r: {t.name for t in r.topics}))
 
-    def cluster_describe(self) -> asyncio.Future:
+    def cluster_operations(self) -> asyncio.Future:
+        """The principal's operations on the cluster (a bitfield; none when DescribeCluster fails)."""
         return self._remembered(("cluster",), lambda: _derived(
             self.ask(message_class("DescribeClusterRequest")(include_cluster_authorized_operations=True)),
-            lambda r: r.error_code == 0 and _has(r.cluster_authorized_operations, DESCRIBE)))
+            lambda r: r.cluster_authorized_operations if r.error_code == 0 else NO_OPERATIONS))
+
+    def cluster_describe(self) -> asyncio.Future:
+        return _derived(self.cluster_operations(), lambda operations: _has(operations, DESCRIBE))
 
 
 def _derived(source: asyncio.Future, derive: Callable[[Message], Any]) -> asyncio.Future:
@@ -247,6 +279,7 @@ class Checks:
                  getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID])
         if api == apis.STREAMS_GROUP_HEARTBEAT and request.topology is not None:
             self.futures["topics"] = auth.topics(_topology_topics(request.topology))
+            self.futures["cluster"] = auth.cluster_operations()
         if api in (apis.OFFSET_DELETE, apis.DELETE_GROUPS):
             self.futures["delete"] = {g: auth.group_delete(g) for g in dict.fromkeys(self.groups)}
         if api in (apis.OFFSET_FETCH, apis.DESCRIBE_GROUPS, apis.CONSUMER_GROUP_DESCRIBE, apis.SHARE_GROUP_DESCRIBE,
@@ -330,6 +363,15 @@ class Checks:
             if not all(_has(verdicts[t][2], DESCRIBE) for t in required):
                 _, cls = api_classes(self.api_key)
                 return cls(error_code=TOPIC_AUTHORIZATION_FAILED)
+            cluster = await self.futures["cluster"]
+            permission = Creating(lambda name: _has(cluster, CREATE) or (
+                name in verdicts and _has(verdicts[name][2], CREATE)))
+            token = creating.set(permission)
+            try:
+                answer = await inner(request)
+            finally:
+                creating.reset(token)
+            return _creations_refused(answer, sorted(set(permission.refused)))
         return await inner(request)
 
     async def _commit(self, inner: Inner) -> Message:
@@ -472,6 +514,23 @@ class Checks:
         if (await self._described())[g]:
             operations |= 1 << DESCRIBE
         return group.replace(authorized_operations=operations)
+
+
+def _creations_refused(answer: Message, refused: list[str]) -> Message:
+    """A StreamsGroupHeartbeat answer telling of internal topics not created for want of CREATE, as Kafka
+    tells it (in the MISSING_INTERNAL_TOPICS status, or in one of its own)."""
+    if not refused or answer.error_code:
+        return answer
+    _, cls = api_classes(apis.STREAMS_GROUP_HEARTBEAT)
+    statuses = list(answer.status or ())
+    note = f"Unauthorized to CREATE on topics {', '.join(refused)}."
+    for i, status in enumerate(statuses):
+        if status.status_code == MISSING_INTERNAL_TOPICS:
+            statuses[i] = status.replace(status_detail=f"{status.status_detail or ''}; {note}")
+            break
+    else:
+        statuses.append(cls.Status(status_code=MISSING_INTERNAL_TOPICS, status_detail=note))
+    return answer.replace(status=statuses)
 
 
 def _topic_key(topic: Any) -> Any:

@@ -388,6 +388,11 @@ class ManagedGroups:
         """The internal topics the coordinator asks for, created upstream (one CreateTopics at a time, with
         the time-out; what it did not send is sent by the next)."""
         wanted = self.coordinator.streams.internal_topics_to_create
+        permission = authorization.creating.get()  # the principal's CREATE, as the broker checks it
+        if permission is not None:
+            for name in [n for n in wanted if not permission.allows(n)]:
+                permission.refused.append(name)
+                del wanted[name]
         if not wanted:
             return
         async with self._creating:

@@ -558,13 +558,19 @@ class Session:
                 for _, _, _, waiting in probes[i:]:
                     if not waiting.done():
                         waiting.set_exception(ConnectionError("upstream closed the connection"))
-                return False
+                authorizer = self.authorizer
+                if authorizer is None or not authorizer.answered or self.sasl.failed:
+                    return False  # never a logged-in connection: the broker hung up on it, so does the gateway
+                authorizer.lost()  # its broker restarts: what it judged on this connection stands a while
+                return True
             if future.done():
                 continue
             try:
                 future.set_result(decode_response(frame, api_key, version)[1])
             except DecodeError as exc:
                 future.set_exception(exc)
+            if self.authorizer is not None:
+                self.authorizer.answered = True
         return True
 
     async def _responses(self) -> None:
