@@ -145,7 +145,8 @@ def plan_captures(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     return [s for f in list_inputs(paths, CAPTURE_SUFFIXES) for s in plan_capture(f, split_bytes)]
 
 
-def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+def _connection_task(out: str, ports: frozenset[int],
+                     credentials: bool = False) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
     def run(index: int, pairs: Iterable[tuple[Any, Any]]) -> Iterable[tuple[str, Any]]:
         exchanges: list[dict[str, Any]] = []
         problems: list[dict[str, Any]] = []
@@ -155,7 +156,7 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
             for key, part in pairs:  # this partition's connections, a list of segments per split
                 groups.setdefault(key, []).append(part)
             for key, items in groups.items():
-                rows, found, decoded = connection_rows(key, items, ports)
+                rows, found, decoded = connection_rows(key, items, ports, credentials)
                 exchanges += rows
                 problems += found
                 connections += decoded
@@ -170,13 +171,14 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
 OWNERS_MAX = 8  # captures that need at most this many tasks are read whole by each (`owned_rows`)
 
 
-def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+def _owned_task(out: str, ports: frozenset[int],
+                credentials: bool = False) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
     def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, Any]]:
         yield RUNTIME, task_runtime()
         for uri, share in shares:
             exchanges = PartWriter(out, "exchanges", index, prefix="capture-owned")
             with long_run_gc():  # rows are streamed out: the collector stays on, seldom
-                problems, connections = owned_rows(uri, share, ports, exchanges.add)
+                problems, connections = owned_rows(uri, share, ports, exchanges.add, credentials)
             write_part(out, "problems", index, problems, prefix="capture-owned")
             yield from (("exchanges", exchanges.close()), ("problems", len(problems)), ("connections", connections))
     return run
@@ -184,11 +186,13 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
 
 def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
                  split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
-                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, Any]:
+                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX,
+                 credentials: bool = False) -> dict[str, Any]:
     """Decode pcap/pcapng captures into the exchanges table (and problems). A capture of n splits gets
     min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their
     share of its connections. Beyond that its splits are read in parallel, their segments shuffled by
-    connection, each connection decoded whole in one task."""
+    connection, each connection decoded whole in one task. SASL credentials are redacted unless
+    `credentials`."""
     spark = spark or spark_session(master)
     sc = spark.sparkContext
     inputs = list_inputs(paths, CAPTURE_SUFFIXES)
@@ -206,7 +210,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     counts: Counter[str] = Counter(splits=len(owned) + len(splits))
     runtimes: list[Any] = []
     if owned:
-        task = _owned_task(out, kafka_ports)
+        task = _owned_task(out, kafka_ports, credentials)
         _tally(sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect(), counts, runtimes)
     if splits:
         keyed = sc.parallelize(splits, len(splits)).flatMap(lambda s: keyed_segments(s[0], s[1], kafka_ports))
@@ -216,7 +220,8 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
         total = sum(f.size for f in shuffled)
         count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
         shuffle = keyed.partitionBy(max(1, count))
-        _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect(), counts, runtimes)
+        _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports, credentials)).collect(), counts,
+               runtimes)
     if not owned and not splits:
         for table in CAPTURE_TABLES:
             write_part(out, table, 0, [], prefix="capture")
