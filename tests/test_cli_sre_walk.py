@@ -153,3 +153,18 @@ def test_frames_decode_redacts_every_mechanism(tmp_path: Path, capsys, token: by
         assert secret.decode() not in out and base64.b64encode(token).decode() not in out
     code, out, _ = run(["frames", "decode", str(client), str(server), "--show-credentials"], capsys)
     assert base64.b64decode(json.loads(out)["request"]["authBytes"]) == token
+
+
+def test_the_pipelines_exchanges_table_redacts_passwords() -> None:
+    from kprotocol.capture import decode_capture
+    from kprotocol.cli import build_parser
+    from kprotocol.pipeline.capture_rows import exchange_row
+
+    logins = [e for e in decode_capture(CAPTURES / "sasl.pcap", (SASL_PORT,)) if e.api_key == 36]
+    rows = [exchange_row("sasl.pcap", e) for e in logins]
+    assert len(rows) == 11 and all(b"redacted" in r["request_json"] and PASSWORD not in r["request_json"]
+                                   for r in rows)
+    shown = [json.loads(exchange_row("sasl.pcap", e, credentials=True)["request_json"]) for e in logins]
+    assert any(base64.b64decode(d["authBytes"]).endswith(b"\0" + PASSWORD) for d in shown)
+    args = build_parser("pipeline").parse_args(["pipeline", "captures", "x.pcap", "--out", "o", "--show-credentials"])
+    assert args.show_credentials

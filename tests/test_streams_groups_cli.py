@@ -24,7 +24,8 @@ from kprotocol.toolchain.broker import run_kafka_tool
 from migration import GatewayProcess
 
 pytestmark = pytest.mark.xdist_group("kafka")
-Join, Sync, Commit = (message_class(n) for n in ("JoinGroupRequest", "SyncGroupRequest", "OffsetCommitRequest"))
+Join, Sync, Commit, Leave = (message_class(n) for n in ("JoinGroupRequest", "SyncGroupRequest", "OffsetCommitRequest",
+                                                        "LeaveGroupRequest"))
 Subscription, Assignment = message_class("ConsumerProtocolSubscription"), message_class("ConsumerProtocolAssignment")
 HB = message_class("StreamsGroupHeartbeatRequest")
 KAFKA_TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"
@@ -121,13 +122,33 @@ def test_a_classic_group_behind_the_gateway_is_described(gateway, kafka_broker: 
         assert {r[6] for r in offsets} == {member_id}
 
         state = table(cli("describe", *where, "--state").stdout)
-        assert state[0][0] == app and "consumer/stream" in state[0] and "Stable" in state[0]
+        assert state == [[app, running.bootstrap, "(gateway)", "consumer/stream(classic)", "Stable", "-", "-", "1"]]
 
         listed = table(cli("list", "--gateway", running.bootstrap, "--state").stdout)
         assert [app, "Stable", "classic"] in listed
 
         refused = cli("delete", "--gateway", running.bootstrap, "--group", app)
         assert refused.returncode == 1 and "NON_EMPTY_GROUP (68)" in refused.stderr
+        busy = cli("reset-offsets", "--gateway", running.bootstrap, "--group", app, "--all-input-topics",
+                   "--to-earliest", "--execute")
+        assert busy.returncode == 2 and "is Stable" in busy.stderr
+
+        left = conn.send(Leave(group_id=app, members=[Leave.MemberIdentity(member_id=member_id)]), 3)
+        assert left.error_code == 0, left
+    # the application stopped: its offsets can be reset and the group deleted, through the gateway
+    reset = cli("reset-offsets", "--gateway", running.bootstrap, "--group", app, "--input-topic", topic,
+                "--to-latest", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert table(reset.stdout) == [[app, topic, "0", "5"], [app, topic, "1", "3"], [app, topic, "2", "0"]]
+    offsets = table(cli("describe", *where, "--offsets").stdout)
+    assert [r[:6] for r in offsets] == [[app, topic, "0", "5", "5", "0"], [app, topic, "1", "3", "3", "0"],
+                                        [app, topic, "2", "0", "0", "0"]]
+    deleted = cli("delete", "--gateway", running.bootstrap, "--group", app)
+    assert deleted.returncode == 0, deleted.stderr
+    with Connection("127.0.0.1", kafka_broker.port) as conn:  # its offsets went with it, at the brokers too
+        fetch = message_class("OffsetFetchRequest")
+        answer = conn.send(fetch(group_id=app, topics=None), 7)
+        assert answer.error_code in (0, 69) and not [p for t in answer.topics for p in t.partitions]
 
 
 def test_classic_rules_need_every_member_synced() -> None:
@@ -187,7 +208,7 @@ def test_beside_kafkas_streams_groups_tool(kafka_broker: KafkaBroker) -> None:
         ours_state = table(cli("describe", *bootstrap, "--group", app, "--state").stdout)
         theirs_state = kafka_tool(*bootstrap, "--describe", "--group", app, "--state", "--verbose")
         # Kafka: GROUP COORDINATOR (ID) ASSIGNOR STATE GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH #MEMBERS
-        assert [ours_state[0][0], *ours_state[0][-4:]] == [theirs_state[0][0], *theirs_state[0][-4:]]
+        assert ours_state == theirs_state
 
         listed = {r[0]: r[1] for r in table(cli("list", *bootstrap, "--state").stdout)}
         theirs_listed = {r[0]: r[1] for r in kafka_tool(*bootstrap, "--list", "--state")}

@@ -109,8 +109,9 @@ def keyed_segments(uri: str, split: Split, ports: frozenset[int]) -> Iterator[tu
         yield key, items if key[1] == PROBLEMS else pack((key[1:3], key[3:5]), items)
 
 
-def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
-    doc = exchange.to_json(records=False)  # records are summarised in record_batches_json
+def exchange_row(uri: str, exchange: Exchange, credentials: bool = False) -> dict[str, Any]:
+    """The exchanges table's row of an exchange (SASL credentials redacted unless `credentials`)."""
+    doc = exchange.to_json(records=False, credentials=credentials)  # records are summarised in record_batches_json
     batches = doc.get("recordBatches", [])
     request, response = exchange.request, exchange.response
     groups = sorted(exchange.group_ids())
@@ -136,7 +137,8 @@ def exchange_row(uri: str, exchange: Exchange) -> dict[str, Any]:
     }
 
 
-def connection_rows(key: Any, parts: Iterable[Any], ports: frozenset[int]) -> tuple[list[dict], list[dict], int]:
+def connection_rows(key: Any, parts: Iterable[Any], ports: frozenset[int],
+                    credentials: bool = False) -> tuple[list[dict], list[dict], int]:
     """(exchange rows, problem rows, connections with exchanges) of one connection key's segments
     (packed, one value per split; a reused 4-tuple may carry several connections), or of a key's
     problems."""
@@ -144,18 +146,18 @@ def connection_rows(key: Any, parts: Iterable[Any], ports: frozenset[int]) -> tu
         return [], [row for part in parts for row in part], 0
     ends = (key[1:3], key[3:5])
     segments = sorted(segment for part in parts for segment in unpack(ends, part))  # by packet number
-    decoded = Decoded(key[0], decode_segments(segments, ports))
+    decoded = Decoded(key[0], decode_segments(segments, ports), credentials=credentials)
     rows = list(decoded.exchanges())
     return rows, decoded.problems, decoded.connections
 
 
 def owned_rows(uri: str, share: tuple[int, int], ports: frozenset[int],
-               exchange: Callable[[dict[str, Any]], None]) -> tuple[list[dict], int]:
+               exchange: Callable[[dict[str, Any]], None], credentials: bool = False) -> tuple[list[dict], int]:
     """Pass `exchange` the rows of the connections that task k of n (`share`) decodes, reading the
     whole capture, as they come; return the problem rows (the capture-level ones are task 0's) and
     the number of connections with exchanges."""
     with _open(uri) as handle:
-        decoded = Decoded(uri, CaptureDecode(handle, ports, share=share))
+        decoded = Decoded(uri, CaptureDecode(handle, ports, share=share), credentials=credentials)
         for row in decoded.exchanges():
             exchange(row)
     return decoded.problems, decoded.connections
@@ -170,6 +172,7 @@ class Decoded:
     capture: CaptureDecode
     problems: list[dict[str, Any]] = field(default_factory=list)
     connections: int = 0  # with at least one exchange
+    credentials: bool = False  # SASL credentials shown (redacted by default)
 
     def exchanges(self) -> Iterator[dict[str, Any]]:
         seen = False
@@ -177,7 +180,7 @@ class Decoded:
             if exchange is None:  # the end of one of its connections
                 self.connections, seen = self.connections + seen, False
             else:
-                yield exchange_row(self.uri, exchange)
+                yield exchange_row(self.uri, exchange, self.credentials)
                 seen = True
         self.problems = _problems(self.uri, self.capture)
 

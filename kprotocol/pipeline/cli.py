@@ -41,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(captures)
     captures.add_argument("--ports", type=parse_ports, default=(9092,),
                           help="broker ports carrying Kafka, comma-separated (default 9092)")
+    captures.add_argument("--show-credentials", action="store_true",
+                          help="keep SASL logins' passwords, proofs and tokens in the exchanges table (redacted by "
+                               "default)")
     captures.set_defaults(func=_run)
     package = jobs.add_parser("package", help="kprotocol packed for Spark executors (--archives), with venv-pack")
     package.add_argument("--out", default="dist", help="directory of kprotocol-env.tar.gz (default: %(default)s)")
@@ -72,7 +75,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.job == "captures":
             counts = jobs.run_captures(args.paths, args.out, spark=spark, split_bytes=split_bytes,
-                                       partitions=args.partitions, ports=args.ports)
+                                       partitions=args.partitions, ports=args.ports,
+                                       credentials=args.show_credentials)
         else:
             counts = jobs.run_offsets(args.paths, args.out, spark=spark, split_bytes=split_bytes,
                                       partitions=args.partitions)

@@ -214,7 +214,8 @@ def plan_captures(paths: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     return [s for f in list_inputs(paths, CAPTURE_SUFFIXES) for s in plan_capture(f, split_bytes)]
 
 
-def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+def _connection_task(out: str, ports: frozenset[int],
+                     credentials: bool = False) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
     def run(index: int, pairs: Iterable[tuple[Any, Any]]) -> Iterable[tuple[str, Any]]:
         exchanges: list[dict[str, Any]] = []
         covered: list[Coverage] = []
@@ -225,7 +226,7 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
             for key, part in pairs:  # this partition's connections, a list of segments per split
                 groups.setdefault(key, []).append(part)
             for key, items in groups.items():
-                rows, found, decoded = connection_rows(key, items, ports)
+                rows, found, decoded = connection_rows(key, items, ports, credentials)
                 exchanges += rows
                 problems += found
                 connections += decoded
@@ -245,7 +246,8 @@ def _connection_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable
 OWNERS_MAX = 8  # captures that need at most this many tasks are read whole by each (`owned_rows`)
 
 
-def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
+def _owned_task(out: str, ports: frozenset[int],
+                credentials: bool = False) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, Any]]]:
     def run(index: int, shares: Iterable[tuple[str, tuple[int, int]]]) -> Iterable[tuple[str, Any]]:
         yield RUNTIME, task_runtime()
         for uri, share in shares:
@@ -257,7 +259,7 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
                 exchanges.add(row)
 
             with long_run_gc():  # rows are streamed out: the collector stays on, seldom
-                problems, connections = owned_rows(uri, share, ports, add)
+                problems, connections = owned_rows(uri, share, ports, add, credentials)
             write_part(out, "problems", index, problems, prefix="capture-owned")
             written = exchanges.close()
             yield from (("exchanges", written), ("problems", len(problems)), ("connections", connections),
@@ -270,11 +272,13 @@ def _owned_task(out: str, ports: frozenset[int]) -> Callable[[int, Iterable[Any]
 
 def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str | None = None,
                  split_bytes: int = DEFAULT_SPLIT_BYTES, partitions: int | None = None,
-                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX) -> dict[str, Any]:
+                 ports: Iterable[int] = (9092,), owners_max: int = OWNERS_MAX,
+                 credentials: bool = False) -> dict[str, Any]:
     """Decode pcap/pcapng captures into the exchanges table (and problems). A capture of n splits gets
     min(n, cores) tasks; up to `owners_max` of them (at most 64) each read it whole and decode their
     share of its connections. Beyond that its splits are read in parallel, their segments shuffled by
-    connection, each connection decoded whole in one task."""
+    connection, each connection decoded whole in one task. SASL credentials are redacted unless
+    `credentials`."""
     spark = spark or spark_session(master)
     sc = spark.sparkContext
     inputs = list_inputs(paths, CAPTURE_SUFFIXES)
@@ -295,7 +299,7 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
     covered: list[Coverage] = []
     sources: Counter[str] = Counter()
     if owned:
-        task = _owned_task(out, kafka_ports)
+        task = _owned_task(out, kafka_ports, credentials)
         _tally(sc.parallelize(owned, len(owned)).mapPartitionsWithIndex(task).collect(), counts, runtimes, covered,
                sources)
     if splits:
@@ -306,8 +310,8 @@ def run_captures(paths: list[str], out: str, *, spark: Any = None, master: str |
         total = sum(f.size for f in shuffled)
         count = partitions or max(4 * sc.defaultParallelism, -(-total // (32 << 20)))
         shuffle = keyed.partitionBy(max(1, count))
-        _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports)).collect(), counts, runtimes,
-               covered, sources)
+        _tally(shuffle.mapPartitionsWithIndex(_connection_task(out, kafka_ports, credentials)).collect(), counts,
+               runtimes, covered, sources)
     if not owned and not splits:
         for table in CAPTURE_TABLES:
             write_part(out, table, 0, [], prefix="capture")

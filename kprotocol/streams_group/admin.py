@@ -91,6 +91,7 @@ class GroupAdmin:
         self.bootstrap, self.gateway, self.timeout_s = (host, port), gateway, timeout_s
         self._connections: dict[tuple[str, int], Connection] = {}
         self._coordinators: dict[str, tuple[str, int]] = {}
+        self.node_ids: dict[tuple[str, int], int] = {}  # coordinators' broker ids, as FindCoordinator named them
 
     def __enter__(self) -> GroupAdmin:
         return self
@@ -127,6 +128,7 @@ class GroupAdmin:
                 found = answer if version < 4 else answer.coordinators[0]
                 if found.error_code == 0:
                     self._coordinators[group_id] = (found.host, found.port)
+                    self.node_ids[(found.host, found.port)] = found.node_id
                     break
                 if found.error_code not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
                     raise UsageError(f"no coordinator for group {group_id}: "

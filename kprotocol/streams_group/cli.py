@@ -198,15 +198,15 @@ def _classic_json(c: Any) -> dict[str, Any]:
 def _state_rows(admin: Any, found: list[Any], classic: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """As `kafka-streams-groups.sh --describe --state --verbose`; a classic group's protocol in ASSIGNOR."""
     header = ["GROUP", "COORDINATOR (ID)", "ASSIGNOR", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-    rows = []
-    for g in found:
-        host, port = admin.coordinator(g.group_id)
-        rows.append([g.group_id, f"{host}:{port}", "streams", g.group_state, g.group_epoch, g.assignment_epoch,
-                     len(g.members)])
-    for c in classic.values():
-        host, port = admin.coordinator(c.group_id)
-        rows.append([c.group_id, f"{host}:{port}", f"{c.protocol_type}/{c.protocol or '-'} (classic)", c.state,
-                     "-", "-", len(c.members)])
+
+    def coordinator(group_id: str) -> str:
+        where = admin.coordinator(group_id)
+        return f"{where[0]}:{where[1]} ({admin.node_ids.get(where, 'gateway')})"
+
+    rows = [[g.group_id, coordinator(g.group_id), g.assignor_name or "-", g.group_state, g.group_epoch,
+             g.assignment_epoch, len(g.members)] for g in found]
+    rows += [[c.group_id, coordinator(c.group_id), f"{c.protocol_type}/{c.protocol or '-'}(classic)", c.state, "-",
+              "-", len(c.members)] for c in classic.values()]
     return header, rows
 
 
