@@ -62,13 +62,18 @@ def test_coordinator_answers_are_valid_at_every_version(java: JavaTester, api_ke
             if hasattr(request, "group_id"):
                 request = request.replace(group_id="app")
             g = populated()
-            got, _ = g.c.handle(next(tokens), header(api_key, version), request, g.now)  # never raises
+            token = next(tokens)
+            got, _ = g.c.handle(token, header(api_key, version), request, g.now)  # never raises
             for _ in range(5):  # a classic join may be answered later, by the timers
                 if got:
                     break
                 g.now += 5_000
                 got, _, _ = g.c.poll(g.now)
-            answers += [response for _, response in got]
+            assert [t for t, _ in got if t == token] == [token], f"{request!r}: answered {len(got)} times"
+            answer = next(response for t, response in got if t == token)
+            assert type(answer) is response_cls, answer
+            answers.append(answer)
+        assert len(answers) == EXAMPLES
         judge(java, response_cls.__name__, version, answers)
 
 

@@ -100,13 +100,25 @@ def test_garbage_only_raises_decode_errors(garbage):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 10_000), st.integers(0, 255))
 def test_any_single_corruption_is_detected_or_harmless(position, value):
-    raw = bytearray(write_batch([Record(i, 1700000000000 + i, b"k%d" % i, b"v" * i) for i in range(5)],
-                                compression="lz4"))
-    raw[position % len(raw)] = value
+    """Harmless: the same records, but for the two header fields Kafka's CRC does not cover either (the base
+    offset, bytes 0-7, shifts every offset alike; the partition leader epoch, bytes 12-15)."""
+    clean = write_batch([Record(i, 1700000000000 + i, b"k%d" % i, b"v" * i) for i in range(5)], compression="lz4")
+    raw = bytearray(clean)
+    at = position % len(raw)
+    raw[at] = value
     try:
-        list(read_batches(bytes(raw)))
+        got = list(read_batches(bytes(raw)))
     except DecodeError:
-        pass
+        return
+    (before,) = read_batches(clean)
+    (after,) = got
+
+    def content(batch, offsets: bool = True, epoch: bool = True):
+        return (batch.partition_leader_epoch if epoch else None, [
+            (r.offset - (0 if offsets else batch.base_offset), r.timestamp, r.key, r.value, r.headers)
+            for r in batch.records])
+    assert content(after, offsets=at >= 8, epoch=not 12 <= at < 16) == \
+        content(before, offsets=at >= 8, epoch=not 12 <= at < 16), f"byte {at} set to {value}: undetected change"
 
 
 def test_crc_error_names_the_batch_offset():

@@ -7,6 +7,8 @@ answer and every record compared."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -18,34 +20,61 @@ from kprotocol.streams_group.broker_sticky import assign
 from kprotocol.streams_group.java_order import PriorityQueue, hash_order
 from kprotocol.streams_group.member import Member
 from kprotocol.streams_group.tasks import TaskSets
+from kprotocol.toolchain.maven import JAVA_DIR, kafka_libs, require
 from streams_conformance import Twin, topology
 from test_streams_group_conformance import check_records, same
 
 HB = message_class("StreamsGroupHeartbeatRequest")
 AaBB = ["AaAaAaAa", "AaAaAaBB", "AaAaBBAa", "AaAaBBBB", "AaBBAaAa", "AaBBAaBB", "AaBBBBAa", "AaBBBBBB", "BBAaAaAa"]
+# What java/expected-orders/ExpectedOrders.java prints (OpenJDK 17, Kafka 4.4's StickyTaskAssignor), checked by
+# test_the_expected_orders_are_what_java_prints: run it again for a new Kafka release or JDK.
+EXPECTED_ORDERS = JAVA_DIR / "expected-orders" / "ExpectedOrders.java"
+JAVA = {
+    "capacity 4, put": ["process-m2-1", "process-m1-2", "process-m1-1", "process-m0-1"],
+    "capacity 4, computeIfAbsent": ["process-m1-2", "process-m2-1", "process-m1-1", "process-m0-1"],
+    "4 keys in 4, computeIfAbsent": ["process-a", "process-d", "process-c", "process-b"],
+    "4 keys in 4 and one again, computeIfAbsent": ["process-d", "process-c", "process-b", "process-a"],
+    "4 keys in 4, put": ["process-d", "process-c", "process-b", "process-a"],
+    "a chain of 8": ["k0", "k1", "k2", "k3", "k4", *AaBB[:8]],
+    "a chain of 9": [*AaBB, "k0", "k1", "k2", "k3", "k4"],
+    "priority queue ties": ["a", "g", "b", "g", "b", "f", "b", "f", "d", "e"],
+    "least loaded process": {"m0-1": ["0_0", ""], "m1-1": ["0_3", ""], "m2-1": ["0_2", ""], "m1-2": ["0_1", ""]},
+    "standbys ranked by offsets": {"a1": ["0_0 0_1", "0_2"], "a2": ["0_3", ""], "b1": ["0_2 1_0", "0_0"],
+                                   "c1": ["1_1", "0_1 0_3"]},
+    "two standbys over shared processes": {
+        "m1": ["0_0 0_1", "0_2 1_3"], "m2": ["1_0 1_1", "1_2 1_4"], "m3": ["1_2", "0_0 1_0 1_4"],
+        "m4": ["1_3", "0_1 0_2 1_1"], "m5": ["0_2", "0_0 1_1 1_3"], "m6": ["1_4", "0_1 1_0 1_2"]},
+}
 
 
-# --- the Java orders (expected values printed by OpenJDK 17) ----------------------------------------------
+@pytest.mark.xdist_group("jvm")
+def test_the_expected_orders_are_what_java_prints() -> None:
+    """The values below come from Java's own HashMap and PriorityQueue and from Kafka's StickyTaskAssignor."""
+    printed = subprocess.run([require("java"), "-cp", str(kafka_libs() / "*"), str(EXPECTED_ORDERS)],
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+    assert json.loads(printed) == JAVA
+
+
+# --- the Java orders ----------------------------------------------------------------------------------------
 
 def test_hash_map_of_a_given_initial_capacity() -> None:
     processes = ["process-m0-1", "process-m1-1", "process-m2-1", "process-m1-2"]  # the last two share a bucket
-    assert hash_order(processes, 4) == ["process-m2-1", "process-m1-2", "process-m1-1", "process-m0-1"]
-    assert hash_order(processes, 4, compute_if_absent=True) == \
-        ["process-m1-2", "process-m2-1", "process-m1-1", "process-m0-1"]  # computeIfAbsent adds at the head
+    assert hash_order(processes, 4) == JAVA["capacity 4, put"]
+    assert hash_order(processes, 4, compute_if_absent=True) == JAVA["capacity 4, computeIfAbsent"]  # at the head
 
 
 def test_compute_if_absent_grows_the_table_at_its_next_call() -> None:
     keys = ["process-a", "process-b", "process-c", "process-d"]  # 4 keys in a table of 4: over 3/4 full
-    assert hash_order(keys, 4, compute_if_absent=True) == ["process-a", "process-d", "process-c", "process-b"]
+    assert hash_order(keys, 4, compute_if_absent=True) == JAVA["4 keys in 4, computeIfAbsent"]
     assert hash_order([*keys, "process-a"], 4, compute_if_absent=True) == \
-        ["process-d", "process-c", "process-b", "process-a"]  # a call for a key it has doubles it first
-    assert hash_order(keys, 4) == ["process-d", "process-c", "process-b", "process-a"]  # put doubles at once
+        JAVA["4 keys in 4 and one again, computeIfAbsent"]  # a call for a key it has doubles it first
+    assert hash_order(keys, 4) == JAVA["4 keys in 4, put"]  # put doubles at once
 
 
 def test_a_small_hash_map_grows_when_a_chain_reaches_nine_keys() -> None:
     others = ["k0", "k1", "k2", "k3", "k4"]  # AaBB: one String.hashCode for all
-    assert hash_order([*others, *AaBB[:8]]) == [*others, *AaBB[:8]]
-    assert hash_order([*others, *AaBB]) == [*AaBB, *others]  # 16 buckets became 32
+    assert hash_order([*others, *AaBB[:8]]) == JAVA["a chain of 8"]
+    assert hash_order([*others, *AaBB]) == JAVA["a chain of 9"]  # 16 buckets became 32
 
 
 def test_priority_queue_breaks_ties_as_javas_heap() -> None:
@@ -58,7 +87,7 @@ def test_priority_queue_breaks_ties_as_javas_heap() -> None:
         load[item] += 1 if i % 3 == 0 else 0
         if i % 4 != 3:
             queue.add(item)
-    assert polled == ["a", "g", "b", "g", "b", "f", "b", "f", "d", "e"]  # not first in, first out
+    assert polled == JAVA["priority queue ties"]  # not first in, first out
     assert PriorityQueue(len).poll() is None
 
 
@@ -76,16 +105,15 @@ def tasks(text: str) -> dict[str, frozenset[int]]:
     return {sub: frozenset(parts) for sub, parts in out.items()}
 
 
-def as_text(targets: dict[str, TaskSets]) -> dict[str, tuple[str, str]]:
-    return {m: tuple(" ".join(f"{s}_{p}" for s in sorted(role) for p in sorted(role[s])) for role in t[:2])
+def as_text(targets: dict[str, TaskSets]) -> dict[str, list[str]]:
+    return {m: [" ".join(f"{s}_{p}" for s in sorted(role) for p in sorted(role[s])) for role in t[:2]]
             for m, t in targets.items()}
 
 
 def test_the_least_loaded_process_is_the_head_of_javas_heap() -> None:
     members = [member("m0-1", "process-m0-1", "0_0 0_1 0_2 0_3"),
                *(member(m, f"process-{m}") for m in ("m1-1", "m2-1", "m1-2"))]
-    assert as_text(assign(members, {"0": 4}, set(), 0, {})) == {
-        "m0-1": ("0_0", ""), "m1-1": ("0_3", ""), "m2-1": ("0_2", ""), "m1-2": ("0_1", "")}
+    assert as_text(assign(members, {"0": 4}, set(), 0, {})) == JAVA["least loaded process"]
 
 
 def test_standby_candidates_ranked_by_reported_offsets() -> None:
@@ -93,17 +121,15 @@ def test_standby_candidates_ranked_by_reported_offsets() -> None:
                member("c1", "P3")]
     offsets = {"a1": {("0", 3): 100}, "a2": {("0", 2): 500, ("0", 0): 50}, "b1": {("0", 0): 900, ("0", 1): 900},
                "c1": {("0", 1): 1000, ("0", 3): 10}}
-    assert as_text(assign(members, {"0": 4, "1": 2}, {"0"}, 1, offsets)) == {
-        "a1": ("0_0 0_1", "0_2"), "a2": ("0_3", ""), "b1": ("0_2 1_0", "0_0"), "c1": ("1_1", "0_1 0_3")}
+    assert as_text(assign(members, {"0": 4, "1": 2}, {"0"}, 1, offsets)) == JAVA["standbys ranked by offsets"]
 
 
 def test_two_standbys_over_members_sharing_processes() -> None:
     members = [member("m1", "P1", "0_0 0_1 0_2"), member("m2", "P1", "1_0 1_1"),
                member("m3", "P2", "1_2 1_3 1_4", "0_0"), member("m4", "P2"), member("m5", "P3"), member("m6", "P3")]
     offsets = {"m4": {("0", 1): 7, ("1", 1): 7}, "m5": {("1", 0): 3}, "m6": {("1", 0): 4}}
-    assert as_text(assign(members, {"0": 3, "1": 5}, {"0", "1"}, 2, offsets)) == {
-        "m1": ("0_0 0_1", "0_2 1_3"), "m2": ("1_0 1_1", "1_2 1_4"), "m3": ("1_2", "0_0 1_0 1_4"),
-        "m4": ("1_3", "0_1 0_2 1_1"), "m5": ("0_2", "0_0 1_1 1_3"), "m6": ("1_4", "0_1 1_0 1_2")}
+    assert as_text(assign(members, {"0": 3, "1": 5}, {"0", "1"}, 2, offsets)) == \
+        JAVA["two standbys over shared processes"]
 
 
 # --- against the broker -------------------------------------------------------------------------------------
