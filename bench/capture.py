@@ -8,7 +8,10 @@ until the size is reached), then runs, one after the other in this run:
 - tshark with the Kafka dissector on the capture's ports, `-T json` to /dev/null,
 - `kprotocol capture decode` (every exchange as a JSON line, records summarised) to /dev/null, in one
   process and in one per core (up to 4; its default on large captures),
-and prints wall time, MB/s, packets/s, peak RSS of each (from wait4) and the ratio. kprotocol's
+and prints wall time, MB/s, packets/s, peak RSS of each (from wait4) and the ratio; then what the
+compiled consumer-protocol and Streams userdata decoder (kprotocol.capture.payloads, _offsets.c) changes:
+the JoinGroup/SyncGroup payloads of the kept captures decoded by it and by the Python reference
+(kprotocol.group_payloads), per payload, and their share of the capture's decoding. kprotocol's
 bytecode is compiled first, as a wheel install has it (PYTHONDONTWRITEBYTECODE would otherwise make
 every process compile its modules again).
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kprotocol.capture import read_packets  # noqa: E402
+from kprotocol.capture import Exchange, read_packets  # noqa: E402
 from kprotocol.toolchain.tcpdump import tool  # noqa: E402
 
 FIXTURES = ROOT / "fixtures" / "captures"
@@ -80,6 +83,40 @@ def replicate(mix: list[str], size_mb: int, directory: Path) -> Path:
     return target
 
 
+def group_payloads(mix: list[str], repeat: int = 200) -> str:
+    """JoinGroup/SyncGroup payloads of the kept captures, decoded through the compiled path and through
+    the Python reference: microseconds per exchange body each, and the share of the whole decode."""
+    from kprotocol.capture import decode_capture
+    from kprotocol.capture.payloads import annotate as compiled
+    from kprotocol.group_payloads import annotate as reference
+
+    bodies, start = [], time.perf_counter()
+    for name in mix:
+        for exchange in decode_capture(str(FIXTURES / f"{name}.pcap"), ports=(PORTS[name],)):
+            if isinstance(exchange, Exchange):
+                exchange.to_json()
+                for message in (exchange.request, exchange.response):
+                    if message is not None and type(message).__name__ in ("JoinGroupRequest", "JoinGroupResponse",
+                                                                          "SyncGroupRequest", "SyncGroupResponse"):
+                        bodies.append((message.to_json(exchange.api_version), message, exchange.protocol))
+    whole = time.perf_counter() - start
+    if not bodies:
+        return "no JoinGroup/SyncGroup exchanges in the kept captures"
+    timings = {}
+    for label, annotate in (("compiled", compiled), ("Python", reference)):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            for doc, message, protocol in bodies:
+                annotate(dict(doc), message, protocol)
+        timings[label] = (time.perf_counter() - start) / repeat
+    streams = sum(b"streamsUserData" in repr(compiled(dict(d), m, p)).encode() for d, m, p in bodies)
+    return (f"JoinGroup/SyncGroup bodies in {'+'.join(mix)}: {len(bodies)} ({streams} with Kafka Streams userdata); "
+            f"their payloads decoded in {timings['compiled'] / len(bodies) * 1e6:.0f} us per body compiled against "
+            f"{timings['Python'] / len(bodies) * 1e6:.0f} us in Python ({timings['Python'] / timings['compiled']:.1f}x), "
+            f"{timings['Python'] / whole:.1%} of the kept captures' whole decode in Python, "
+            f"{timings['compiled'] / whole:.1%} compiled")
+
+
 def run(command: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (bytes) of one child, its output thrown away."""
     start = time.perf_counter()
@@ -121,6 +158,7 @@ def main() -> None:
         (tshark, _), *ours = runs.values()
         for name, (seconds, _) in list(runs.items())[1:]:
             print(f"{name} / tshark throughput: {tshark / seconds:.1f}x")
+        print(group_payloads(mix))
     finally:
         if args.keep is None:
             shutil.rmtree(directory, ignore_errors=True)

@@ -1,10 +1,12 @@
 """The Spark pipeline beside the single-process decoders and Kafka's own tool, on the same generated inputs.
 
     python bench/pipeline.py [--size-mb 2048] [--partitions 4] [--split-mb 64] [--task-mb 64] [--captures-mb 1024]
+                             [--mix mix|streams|sample|broker]
 
-Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments, each the realistic mix of
-bench/offsets.py (`generate_mix`: mostly offset commits, some transactional with markers, consumer and
-streams groups' records, classic Kafka Streams rebalances), a seed per partition. Captures: writes
+Offsets: generates a Kafka data directory of `__consumer_offsets-N` segments, each one of bench/offsets.py's
+inputs (--mix; `mix` by default: mostly offset commits, some transactional with markers, consumer and
+streams groups' records, classic Kafka Streams rebalances; `streams`: a Kafka Streams fleet's log;
+`sample` and `broker`: Kafka-made segments tiled), a seed per partition. Captures: writes
 copies of the kept captures into one large pcap, each copy shifted in time and with its client ports
 renumbered (distinct connections, as in a capture of many clients). Then, for each input, in one run:
 - for offsets, one Spark task's work in a fresh process without Spark (`split_rows` + `write_part` of
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "bench"))
 
-from offsets import DUMP_LOG, generate_mix, java_command, timed  # noqa: E402  (bench/offsets.py)
+from offsets import DUMP_LOG, GENERATORS, java_command, timed  # noqa: E402  (bench/offsets.py)
 
 TASK_RUN = """
 import json, shutil, statistics, sys, tempfile, time
@@ -90,31 +92,39 @@ print(json.dumps({"startup": t1 - t0, "job": t2 - t1, **counts}))
 """
 
 
-def generate(target: Path, size: int, partitions: int) -> tuple[int, list[int]]:
-    """`partitions` segments of the realistic mix (bench/offsets.py), about size/partitions bytes each;
-    their bytes, and each one's record count."""
+def make_segment(mix: str, segment: Path, size: int, seed: int) -> int:
+    """One segment of bench/offsets.py's input `mix`; its record count (a seed for the generated ones)."""
+    if mix in ("mix", "streams"):
+        return GENERATORS[mix](segment, size, seed=seed + (0 if mix == "mix" else 1046))
+    return GENERATORS[mix](segment, size)
+
+
+def generate(target: Path, size: int, partitions: int, mix: str = "mix") -> tuple[int, list[int]]:
+    """`partitions` segments of bench/offsets.py's input `mix`, about size/partitions bytes each; their
+    bytes, and each one's record count."""
     records, written = [], 0
     for partition in range(partitions):
         directory = target / f"__consumer_offsets-{partition}"
         directory.mkdir(parents=True)
         segment = directory / "00000000000000000000.log"
-        records.append(generate_mix(segment, max(1, size // partitions), seed=25 + partition))
+        records.append(make_segment(mix, segment, max(1, size // partitions), 25 + partition))
         written += segment.stat().st_size
     return written, records
 
 
-def single_task(size: int, runs: int = 3, root: Path = ROOT) -> dict:
-    """One Spark task's work (split_rows + write_part) in a fresh process on a mix segment of `size` bytes."""
+def single_task(size: int, runs: int = 3, root: Path = ROOT, mix: str = "mix") -> dict:
+    """One Spark task's work (split_rows + write_part) in a fresh process on a `mix` segment of `size` bytes,
+    and kafka-dump-log on the same segment."""
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-task-"))
     try:
         segment = work / "__consumer_offsets-0" / "00000000000000000000.log"
         segment.parent.mkdir()
-        records = generate_mix(segment, size)
+        records = make_segment(mix, segment, size, 25)
         done = subprocess.run([sys.executable, "-c", TASK_RUN, str(root), str(segment), str(runs)],
                               capture_output=True, text=True, check=True)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["records"] == records, (result, records)
-        return {**result, "mib": segment.stat().st_size / (1 << 20)}
+        return {**result, "mib": segment.stat().st_size / (1 << 20), "kafka": kafka_dump_log(segment, records)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -168,10 +178,11 @@ def main() -> None:
     parser.add_argument("--split-mb", type=int, default=16)
     parser.add_argument("--task-mb", type=int, default=64, help="one task's work measured alone on this much (0: skip)")
     parser.add_argument("--captures-mb", type=int, default=0, help="also the captures job on this much (0: skip)")
+    parser.add_argument("--mix", default="mix", choices=sorted(GENERATORS), help="the offsets input (bench/offsets.py)")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "kprotocol", quiet=1)  # as a wheel install has it; every process would compile
-    if args.size_mb:
-        offsets(args.size_mb, args.partitions, args.split_mb, args.task_mb)
+    if args.size_mb or args.task_mb:
+        offsets(args.size_mb, args.partitions, args.split_mb, args.task_mb, args.mix)
     if args.captures_mb:
         captures(args.captures_mb, args.split_mb << 20)
 
@@ -185,20 +196,23 @@ def compiled_tasks(runs: dict[int, dict]) -> str:
             + (f"\nWARNING: {pure} task(s) ran pure Python: these rates are not the compiled ones" if pure else ""))
 
 
-def offsets(size_mb: int, partitions: int, split_mb: int, task_mb: int) -> None:
+def offsets(size_mb: int, partitions: int, split_mb: int, task_mb: int, mix: str = "mix") -> None:
     if task_mb:
-        task = single_task(task_mb << 20)
-        print(f"one task alone (split_rows + write_part, no Spark) on a {task['mib']:.0f} MiB mix segment, "
+        task = single_task(task_mb << 20, mix=mix)
+        print(f"one task alone (split_rows + write_part, no Spark) on a {task['mib']:.0f} MiB {mix} segment, "
               f"{task['records']:,} records: {task['total']:.2f} s (decode {task['decode']:.2f} s, Parquet "
               f"{task['write']:.2f} s; CPU {task['cpu']:.2f} s), {task['records'] / task['total']:,.0f} records/s; "
-              f"median of 3")
+              f"median of 3; kafka-dump-log on the same segment: {task['kafka']:.2f} s: one task (one core) is "
+              f"{task['kafka'] / task['total']:.1f}x faster (target >= 3x)")
+    if not size_mb:
+        return
     work = Path(tempfile.mkdtemp(prefix="kprotocol-bench-"))
     try:
-        size, counts = generate(work / "data", size_mb << 20, partitions)
+        size, counts = generate(work / "data", size_mb << 20, partitions, mix)
         records, first_records = sum(counts), counts[0]
         mb = size / (1 << 20)
         print(f"input: {mb:.0f} MiB, {records:,} records in {partitions} __consumer_offsets partitions "
-              f"(bench/offsets.py's mix)")
+              f"(bench/offsets.py's {mix})")
         first = work / "data" / "__consumer_offsets-0" / "00000000000000000000.log"
         first_mb = first.stat().st_size / (1 << 20)
         kafka = kafka_dump_log(first, first_records)

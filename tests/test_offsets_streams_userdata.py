@@ -261,3 +261,42 @@ def test_group_metadata_of_every_vector(tmp_path: Path, monkeypatch: pytest.Monk
     path.write_bytes(write_batch(records[:10]) + write_batch(records[10:], compression="zstd"))
     out = _same_without_python([path], monkeypatch)
     assert out.count(b'"streamsUserData":') == 2 * len(members)
+
+
+# ---- the capture decoder's JoinGroup/SyncGroup payloads ----------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(WHICH))
+def test_capture_payloads_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    from kprotocol import group_payloads
+    from kprotocol.capture import payloads
+    from kprotocol.streams.nested import decode_member_assignment, decode_member_metadata
+
+    which, field = WHICH[name], "metadata" if WHICH[name] == SUBSCRIPTION else "assignment"
+    decoder = decode_member_metadata if which == SUBSCRIPTION else decode_member_assignment
+    reference_attach = group_payloads.attach
+    for vector in _vectors(name, edges=False):
+        data = payload(which, bytes.fromhex(vector["hex"]))
+        for protocol in (("consumer", "stream"), ("consumer", "range"), ("connect", "stream"), ("consumer", None)):
+            compiled, reference = {}, {}
+            reference_attach(reference, field, data, decoder, protocol)
+            with monkeypatch.context() as patch:
+                if protocol == ("consumer", "stream"):  # the compiled path takes every vector alone
+                    patch.setattr(group_payloads, "attach", lambda *args: pytest.fail("went to Python"))
+                payloads.attach(compiled, field, data, which, protocol)
+            assert compiled == reference, (vector["name"], protocol)
+            assert json.dumps(compiled) == json.dumps(reference)
+
+
+def test_capture_decode_is_unchanged(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    capture = ROOT / "fixtures" / "captures" / "clients.pcap"
+    command = [sys.executable, "-m", "kprotocol", "capture", "decode", str(capture), "--ports", "60127"]
+    outputs = []
+    for pure in (False, True):
+        env = {**os.environ, **({"KPROTOCOL_PURE_PYTHON": "1"} if pure else {})}
+        outputs.append(subprocess.run(command, env=env, capture_output=True, check=True).stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count(b'"streamsUserData":') >= 3

@@ -15,11 +15,12 @@ from typing import Any
 
 from kprotocol.capture.credentials import REDACTED, SASL_AUTHENTICATE, redact_request
 from kprotocol.capture.framer import INVALID, MORE, VALID, Framer, Frame, Lost
+from kprotocol.capture.payloads import annotate
 from kprotocol.capture.reassembly import Direction, StreamChunk
 from kprotocol.capture.segments import FLAG_FIN, FLAG_RST, TcpSegment
 from kprotocol.errors import DecodeError
 from kprotocol.framing import decode_request, decode_response, request_header_version, response_header_version
-from kprotocol.group_payloads import Protocol, annotate, protocol_of
+from kprotocol.group_payloads import Protocol, protocol_of
 from kprotocol.records.summary import records_summary
 from kprotocol.registry import api_classes
 from kprotocol.runtime.struct import Message
