@@ -338,9 +338,11 @@ class Tables:
     """The pipeline's tables as Arrow, each cut by group (sorted by group once, sliced, not filtered
     per group)."""
 
-    members: dict[str, pa.Table]
-    rebalances: dict[str, pa.Table]
-    offsets: dict[str, pa.Table]
+    members: dict[str, pa.Table]  # the rows since the rebalance before the timeline's window
+    reduced: dict[str, list[Row]]  # `_reduce`: the rows each group's latest assignment depends on
+    rebalances: dict[str, pa.Table]  # `_ordered`: in time order, without member lists
+    whole: dict[int, Row]  # the rebalances of the timelines' windows with their member lists, by `_row`
+    offsets: dict[str, list[Row]]  # `_latest_offsets_by_group`
     exchanges: dict[str, pa.Table]
     topics: dict[str, str]
 
@@ -354,10 +356,13 @@ def _arrow(out: str, table: str, columns: list[str] | None = None, where: Any = 
     return ds.dataset(path, filesystem=fsys, format="parquet").to_table(columns=columns, filter=where)
 
 
-def _by_group(table: pa.Table | None) -> dict[str, pa.Table]:
+def _by_group(table: pa.Table | None, then: tuple[tuple[str, str], ...] = ()) -> dict[str, pa.Table]:
+    """A table cut by group (each slice ordered by the columns `then` names)."""
     if table is None or table.num_rows == 0:
         return {}
-    ordered = table.sort_by("group")
+    codes = pc.dictionary_encode(table["group"].combine_chunks())  # integers sort faster than the names
+    keys = pa.table({"_code": codes.indices, **{name: table[name] for name, _ in then}})
+    ordered = table.take(pc.sort_indices(keys, sort_keys=[("_code", "ascending"), *then]))
     counts = ordered.group_by("group", use_threads=False).aggregate([("group", "count", pc.CountOptions("all"))])
     found, start = {}, 0
     for group, n in zip(counts["group"].to_pylist(), counts["group_count"].to_pylist()):
@@ -367,6 +372,14 @@ def _by_group(table: pa.Table | None) -> dict[str, pa.Table]:
     return found
 
 
+# The columns the report reads (a year's group_members rows are millions: the rest stays on disk).
+MEMBER_COLUMNS = ("group", "protocol", "generation", "member_id", "instance_id", "client_id", "client_host",
+                  "process_id", "left", "assigned_active", "assigned_standby", "assigned_warmup", "assigned_partitions",
+                  "error_code", "record_offset", "record_timestamp")
+OFFSET_COLUMNS = ("group", "topic", "partition", "offset", "commit_timestamp", "deleted", "record_offset",
+                  "record_timestamp")
+
+
 def _load(out: str, groups: list[str] | None) -> Tables:
     import pyarrow.dataset as ds
 
@@ -374,12 +387,31 @@ def _load(out: str, groups: list[str] | None) -> Tables:
     wanted = ds.field("api_name").isin(list(GROUP_APIS)) & ds.field("group").is_valid()
     exchange_columns = ["source", "api_name", "group", "member_id", "client_id", "request_time", "latency_ms",
                         "error_codes"]
-    return Tables(members=_by_group(_arrow(out, "group_members", where=chosen)),
-                  rebalances=_by_group(_arrow(out, "rebalances", where=chosen)),
-                  offsets=_by_group(_arrow(out, "offsets_committed", where=chosen)),
+    whole = _arrow(out, "rebalances", where=chosen)
+    whole = whole if whole is not None else SCHEMAS["rebalances"].empty_table()
+    rebalances = _by_group(_ordered(whole), (("at", "ascending"), ("epoch", "ascending")))
+    rows = [r["_row"].slice(max(0, r.num_rows - WINDOW - 1)) for r in rebalances.values()]
+    needed = pa.concat_arrays([c for r in rows for c in r.chunks]) if rows else pa.array([], pa.int64())
+    windows = dict(zip(needed.to_pylist(), whole.take(needed).to_pylist()))  # one take: the whole has many chunks
+    members = _arrow(out, "group_members", list(MEMBER_COLUMNS), chosen)
+    return Tables(members=_by_group(_since_window(members, rebalances)),
+                  reduced=_reduce(members) if members is not None else {}, rebalances=rebalances, whole=windows,
+                  offsets=_latest_offsets_by_group(_arrow(out, "offsets_committed", list(OFFSET_COLUMNS), chosen)),
                   exchanges=_by_group(_arrow(out, "exchanges", exchange_columns,
                                              wanted if chosen is None else wanted & chosen)),
                   topics={r["topic_id"]: r["topic"] for r in _read(out, "topic_names")})
+
+
+def _since_window(members: pa.Table | None, rebalances: dict[str, pa.Table]) -> pa.Table | None:
+    """The members' rows the timelines draw: those since the rebalance before each group's window (all of a
+    group with no more than WINDOW rebalances)."""
+    cut = {g: r["at"][r.num_rows - WINDOW - 1].as_py() for g, r in rebalances.items() if r.num_rows > WINDOW}
+    if members is None or not cut:
+        return members
+    codes = pc.dictionary_encode(members["group"].combine_chunks())
+    by_code = pa.array([cut.get(g) for g in codes.dictionary.to_pylist()], pa.int64())
+    cutoff = by_code.take(codes.indices)  # each row's group's cutoff (null: none)
+    return members.filter(pc.or_kleene(pc.is_null(cutoff), pc.greater_equal(members["record_timestamp"], cutoff)))
 
 
 def _anchor(group: str) -> str:
@@ -391,15 +423,18 @@ def write_report(out_dir: str, target: Path, groups: list[str] | None = None) ->
     groups, each group's section is a page of its own beside the report (`<name>-groups/`), linked
     from the overview."""
     tables = _load(out_dir, groups)
-    names = sorted(g for g in {*tables.members, *tables.exchanges, *tables.rebalances}
+    names = sorted(g for g in {*tables.members, *tables.reduced, *tables.exchanges, *tables.rebalances}
                    if groups is None or g in groups)
     if target.suffix.lower() == ".png":
-        drawn = [g for g in names if g in tables.members]
+        import pyarrow.dataset as ds
+
+        drawn = [g for g in names if g in tables.reduced]
         if len(drawn) != 1:
             raise ValueError(f"a PNG holds one group's timeline; choose one with --group ({len(drawn)} found)")
-        rebalances = tables.rebalances.get(drawn[0])
-        target.write_bytes(_figure(drawn[0], tables.members[drawn[0]].to_pylist(),
-                                   rebalances.to_pylist() if rebalances is not None else []))
+        chosen = ds.field("group") == drawn[0]
+        members = _arrow(out_dir, "group_members", list(MEMBER_COLUMNS), chosen)
+        rebalances = _arrow(out_dir, "rebalances", where=chosen)
+        target.write_bytes(_figure(drawn[0], members.to_pylist(), rebalances.to_pylist() if rebalances else []))
         return names
     sections: dict[str, list[str]] = {}
     summaries: list[dict[str, Any]] = []
@@ -489,29 +524,39 @@ def _group_section(g: str, t: Tables) -> tuple[list[str], dict[str, Any]]:
                                "flags": []}
     parts = [f"<h2 id='{_anchor(g)}'>{html.escape(g)}</h2>"]
     members, rebalances = t.members.get(g), t.rebalances.get(g)
-    if members is not None or rebalances is not None:
-        parts += _log_sections(g, members, rebalances, t.offsets.get(g), t.topics, summary)
+    if members is not None or rebalances is not None or g in t.reduced:
+        parts += _log_sections(g, members, rebalances, t.whole, t.reduced.get(g, []), t.offsets.get(g, []), t.topics,
+                               summary)
     if g in t.exchanges:
         parts += _capture_sections(g, t.exchanges[g], summary)
     return parts, summary
 
 
 def _ordered(rebalances: pa.Table) -> pa.Table:
-    """A group's rebalances in time order (the end, or the start of one never completed), `at` that time."""
+    """Rebalances with `at`, their time in order (the end, or the start of one never completed), without
+    their member lists (`members`: how many after it; `_row`: its row in `rebalances`)."""
     at = pc.coalesce(rebalances["end_timestamp"], rebalances["start_timestamp"])
-    return rebalances.append_column("at", at).sort_by([("at", "ascending"), ("epoch", "ascending")])
+    light = rebalances.drop_columns(["members_before", "members_after"]).append_column("at", at)
+    light = light.append_column("members", pc.list_value_length(rebalances["members_after"]))
+    light = light.append_column("_row", pa.array(range(rebalances.num_rows), pa.int64()))
+    return light
 
 
-def _log_sections(g: str, members: pa.Table | None, rebalances: pa.Table | None, offsets: pa.Table | None,
-                  topics: dict[str, str], summary: dict[str, Any]) -> list[str]:
+def _whole(whole: dict[int, Row], ordered: pa.Table, start: int, stop: int) -> list[Row]:
+    """Rows [start, stop) of `ordered` with their member lists (rows of the windows, `Tables.whole`)."""
+    chosen = ordered.slice(max(0, start), max(0, stop - max(0, start)))
+    return [{**whole[row], "at": at} for row, at in zip(chosen["_row"].to_pylist(), chosen["at"].to_pylist())]
+
+
+def _log_sections(g: str, members: pa.Table | None, ordered: pa.Table | None, whole: dict[int, Row],
+                  reduced: list[Row],
+                  offsets: list[Row], topics: dict[str, str], summary: dict[str, Any]) -> list[str]:
     """The coordinator's log of a group: its numbers, charts of all its rebalances, the timeline of the
     latest, the latest and the worst rebalances, the latest assignment, the committed offsets."""
-    empty = pa.table({c: pa.array([], SCHEMAS["rebalances"].field(c).type) for c in SCHEMAS["rebalances"].names})
-    ordered = _ordered(rebalances if rebalances is not None else empty)
+    ordered = ordered if ordered is not None else _ordered(SCHEMAS["rebalances"].empty_table())
     n = ordered.num_rows
     durations = ordered["duration_ms"].drop_null()
-    protocols = sorted(set(ordered["protocol"].to_pylist()) | (set(members["protocol"].to_pylist())
-                                                               if members is not None else set()) - {None})
+    protocols = sorted(set(ordered["protocol"].to_pylist()) | {r["protocol"] for r in reduced} - {None})
     summary.update(protocol=", ".join(protocols), rebalances=n, moved=pc.sum(ordered["tasks_moved"]).as_py() or 0)
     if len(durations):
         p50, p99 = pc.quantile(durations, q=[0.5, 0.99], interpolation="nearest").to_pylist()
@@ -522,9 +567,8 @@ def _log_sections(g: str, members: pa.Table | None, rebalances: pa.Table | None,
     unfinished = n - pc.count(ordered["end_timestamp"]).as_py()
     if unfinished:
         summary["flags"].append(f"{unfinished} rebalance(s) never completed in the data")
-    window = ordered.slice(max(0, n - WINDOW)).to_pylist()
-    before = ordered.slice(n - WINDOW - 1, 1).to_pylist() if n > WINDOW else []
-    reduced = _reduce(members) if members is not None else []
+    window = _whole(whole, ordered, n - WINDOW, n)
+    before = _whole(whole, ordered, n - WINDOW - 1, n - WINDOW) if n > WINDOW else []
     latest = _latest_assignments(reduced, window, topics)
     doubled = _doubly_active(latest)
     summary["members"] = len(latest)
@@ -591,20 +635,26 @@ def _per_duration(g: str, durations: list[int]) -> str:
     return bars(f"{g}: rebalance durations (count per duration, logarithmic)", edges, counts, log_x=True, tips=tips)
 
 
-def _reduce(members: pa.Table) -> list[Row]:
-    """The rows of a group's members that its latest assignment depends on, in log order: each member's
-    last row that left, last assignment and last row naming its client or process (a year of records
-    is a few rows per member)."""
-    ordered = members.sort_by([("record_timestamp", "ascending"), ("record_offset", "ascending")])
-    ordered = ordered.append_column("_i", pa.array(range(ordered.num_rows), pa.int64()))
+def _reduce(members: pa.Table) -> dict[str, list[Row]]:
+    """Per group, the rows of its members that its latest assignment depends on, in log order: each
+    member's last row that left, last assignment and last row naming its client or process (a year of
+    records is a few rows per member); computed for every group at once."""
+    light = pa.table({  # the columns that choose the rows, sorted; the rows themselves taken at the end
+        "group": members["group"], "member_id": members["member_id"], "left": members["left"],
+        "assigned": pc.or_(pc.is_valid(members["assigned_active"]), pc.is_valid(members["assigned_partitions"])),
+        "named": pc.or_(pc.is_valid(members["process_id"]), pc.is_valid(members["client_id"])),
+        "ts": members["record_timestamp"], "offset": members["record_offset"],
+        "_row": pa.array(range(members.num_rows), pa.int64())}).sort_by([("ts", "ascending"), ("offset", "ascending")])
+    light = light.append_column("_pos", pa.array(range(light.num_rows), pa.int64()))
     keep: set[int] = set()
-    assigned = pc.or_(pc.is_valid(ordered["assigned_active"]), pc.is_valid(ordered["assigned_partitions"]))
-    named = pc.or_(pc.is_valid(ordered["process_id"]), pc.is_valid(ordered["client_id"]))
-    for mask in (ordered["left"], assigned, named):
-        chosen = ordered.filter(mask)
+    for mask in ("left", "assigned", "named"):
+        chosen = light.filter(light[mask])
         if chosen.num_rows:
-            keep.update(chosen.group_by("member_id").aggregate([("_i", "max")])["_i_max"].to_pylist())
-    return ordered.take(sorted(keep)).drop_columns(["_i"]).to_pylist()
+            keep.update(chosen.group_by(["group", "member_id"]).aggregate([("_pos", "max")])["_pos_max"].to_pylist())
+    found: dict[str, list[Row]] = defaultdict(list)
+    for row in members.take(light["_row"].take(sorted(keep))).to_pylist():
+        found[row["group"]].append(row)
+    return found
 
 
 def _doubly_active(latest: list[list[Any]]) -> dict[str, list[str]]:
@@ -711,7 +761,8 @@ def _rebalance_row(r: Row) -> list[Any]:
         "not completed", "the members had not all reached this generation/epoch when the data ends")
     duration = r["duration_ms"] if r["duration_ms"] is not None else _missing(
         "unknown", "its start is not in the log" if r["start_timestamp"] is None else "it never completed")
-    members = len(r["members_after"]) if r["members_after"] is not None else _missing("unknown", "not completed")
+    count = r["members"] if "members" in r else None if r["members_after"] is None else len(r["members_after"])
+    members = count if count is not None else _missing("unknown", "not completed")
     return [r["protocol"], r["epoch"], start, end, duration, r["trigger"], members, r["tasks_moved"],
             r["warmup_tasks"], "yes" if r["probing"] else "no"]
 
@@ -782,19 +833,27 @@ def _assignment_section(latest: list[list[Any]], doubled: dict[str, list[str]], 
     return [*flags, table, *notes]
 
 
-def _offsets_section(offsets: pa.Table | None) -> list[str]:
-    """The latest committed offset of each partition (its deletions applied), computed in Arrow."""
+def _latest_offsets_by_group(offsets: pa.Table | None) -> dict[str, list[Row]]:
+    """Per group, the latest committed offset of each partition (deletions applied), for every group at once."""
     if offsets is None or offsets.num_rows == 0:
-        return ["<p class='na'>No offset committed by this group in the data.</p>"]
+        return {}
     ordered = offsets.sort_by([("record_timestamp", "ascending"), ("record_offset", "ascending")])
-    last = ordered.group_by(["topic", "partition"], use_threads=False).aggregate(
+    last = ordered.group_by(["group", "topic", "partition"], use_threads=False).aggregate(
         [("offset", "last"), ("commit_timestamp", "last"), ("deleted", "last")])
-    live = last.filter(pc.invert(last["deleted_last"])).sort_by([("topic", "ascending"), ("partition", "ascending")])
-    if not live.num_rows:
+    found: dict[str, list[Row]] = defaultdict(list)
+    for row in last.sort_by([("group", "ascending"), ("topic", "ascending"), ("partition", "ascending")]).to_pylist():
+        found[row["group"]].append(row)
+    return found
+
+
+def _offsets_section(offsets: list[Row]) -> list[str]:
+    if not offsets:
+        return ["<p class='na'>No offset committed by this group in the data.</p>"]
+    live = [r for r in offsets if not r["deleted_last"]]
+    if not live:
         return ["<p class='na'>Every offset this group committed was deleted (the group expired or was deleted).</p>"]
-    rows = [[r["topic"], r["partition"], r["offset_last"], _stamp(r["commit_timestamp_last"])]
-            for r in live.slice(0, MAX_ROWS).to_pylist()]
-    more = [f"<p>The first {MAX_ROWS} of {live.num_rows:,} partitions.</p>"] if live.num_rows > MAX_ROWS else []
+    rows = [[r["topic"], r["partition"], r["offset_last"], _stamp(r["commit_timestamp_last"])] for r in live[:MAX_ROWS]]
+    more = [f"<p>The first {MAX_ROWS} of {len(live):,} partitions.</p>"] if len(live) > MAX_ROWS else []
     return [_table(["topic", "partition", "offset", "committed at"], rows), *more]
 
 
