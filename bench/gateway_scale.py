@@ -23,7 +23,8 @@ Members are grouped in instances of --threads members sharing a process id and a
 --no-endpoints: no application.server). Every member connects first, then all join at once.
 Per side: join storm to stable (first join to every member holding exactly its tasks at one final epoch,
 checked for one more heartbeat interval and by the group's describe), steady heartbeat round trip
-p50/p99, the server process's CPU per heartbeat (/proc/PID/stat of the broker's JVM or the gateway),
+p50/p99 (the StreamsGroupHeartbeats, or the classic Heartbeats, answered in the window; those still unanswered
+at its end count with the time they waited), the server process's CPU per heartbeat (/proc/PID/stat of the broker's JVM or the gateway),
 RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state directory, the broker's
 __consumer_offsets logs) written by the join and per minute of steady state, and the driver's own CPU
 (flagged when it nears a core: then the figures measure the driver). A scenario not stable within
@@ -384,8 +385,9 @@ class StreamsMember(Member):
 
     async def loop(self) -> None:
         while True:
-            steady = self.epoch != 0 and not self.report  # nothing to say: a heartbeat proper
-            response = await self.call(self.request(), heartbeat=steady)
+            # every StreamsGroupHeartbeat counts (in a stable group nearly all say nothing new; in one that is
+            # not, the joins and acknowledgements are what the members wait for)
+            response = await self.call(self.request(), heartbeat=True)
             code = response.error_code
             if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
                 self.stats.fenced += 1
