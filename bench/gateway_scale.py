@@ -24,10 +24,10 @@ Members are grouped in instances of --threads members sharing a process id and a
 Per side: join storm to stable (first join to every member holding exactly its tasks at one final epoch,
 checked for one more heartbeat interval and by the group's describe), steady heartbeat round trip
 p50/p99 (the StreamsGroupHeartbeats, or the classic Heartbeats, answered in the window; those still unanswered
-at its end count with the time they waited), the server process's CPU per heartbeat (/proc/PID/stat of the broker's JVM or the gateway),
-RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state directory, the broker's
-__consumer_offsets logs) written by the join and per minute of steady state, and the driver's own CPU
-(flagged when it nears a core: then the figures measure the driver). A scenario not stable within
+at its end count with the time they waited), the server process's CPU per heartbeat (/proc/PID/stat of the
+broker's JVM or the gateway), RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state
+directory or --state-topic, the broker's __consumer_offsets logs) written by the join and per minute of steady
+state, and the driver's own CPU (flagged when it nears a core: then the figures measure the driver). A scenario not stable within
 --timeout is reported "not stable in T s" and measured as it is. The broker started here takes 100 MB
 batches: a 1000-member classic Streams group's GroupMetadata record is about 10 MB, over Kafka's default limit.
 """
@@ -1026,8 +1026,10 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     parser.add_argument("--sizes", default="100,1000", help="members in one group, comma-separated (5000 too)")
     parser.add_argument("--kinds", default="streams,classic,mixed", help="member kinds: streams, classic, mixed")
     parser.add_argument("--groups", default="100x50", help="GROUPSxMEMBERS scenarios of streams members ('' for none)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds a scenario (or a step) may take to be stable")
-    parser.add_argument("--steady-s", type=float, default=30.0, help="the steady measuring window (at least 2 intervals)")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds a scenario (or a migration step) may take to be stable")
+    parser.add_argument("--steady-s", type=float, default=30.0,
+                        help="the steady measuring window (at least 2 heartbeat intervals)")
     parser.add_argument("--threads", type=int, default=10, help="members per instance (stream threads)")
     parser.add_argument("--streams-heartbeat-ms", type=int, default=5_000,
                         help="streams.heartbeat.interval.ms on both sides (Kafka's default 5000)")
