@@ -23,10 +23,11 @@ Members are grouped in instances of --threads members sharing a process id and a
 --no-endpoints: no application.server). Every member connects first, then all join at once.
 Per side: join storm to stable (first join to every member holding exactly its tasks at one final epoch,
 checked for one more heartbeat interval and by the group's describe), steady heartbeat round trip
-p50/p99, the server process's CPU per heartbeat (/proc/PID/stat of the broker's JVM or the gateway),
-RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state directory, the broker's
-__consumer_offsets logs) written by the join and per minute of steady state, and the driver's own CPU
-(flagged when it nears a core: then the figures measure the driver). A scenario not stable within
+p50/p99 (the StreamsGroupHeartbeats, or the classic Heartbeats, answered in the window; those still unanswered
+at its end count with the time they waited), the server process's CPU per heartbeat (/proc/PID/stat of the
+broker's JVM or the gateway), RSS per member (/proc/PID/status VmRSS delta), state bytes (the gateway's --state
+directory or --state-topic, the broker's __consumer_offsets logs) written by the join and per minute of steady
+state, and the driver's own CPU (flagged when it nears a core: then the figures measure the driver). A scenario not stable within
 --timeout is reported "not stable in T s" and measured as it is. The broker started here takes 100 MB
 batches: a 1000-member classic Streams group's GroupMetadata record is about 10 MB, over Kafka's default limit.
 """
@@ -144,24 +145,27 @@ class GatewaySide(Side):
                  group_configs: dict[str, str], state_topic: str | None) -> None:
         self.broker, self.workdir, self.state_topic = broker, workdir, state_topic
         self.state_dir = workdir / "state"
-        self.port = free_port()
-        command = [sys.executable, "-m", "kprotocol", "gateway", "--upstream", broker.bootstrap,
-                   "--listen", f"127.0.0.1:{self.port}", "--broker-port-base", str(free_port()),
-                   "--initial-rebalance-delay-ms", str(initial_delay_ms),
-                   *(["--state-topic", state_topic] if state_topic else ["--state", str(self.state_dir)])]
-        for name, value in group_configs.items():
-            command += ["--group-config", f"{name}={value}"]
-        for group in groups:
-            command += ["--group", group]
         self.log = workdir / "gateway.log"
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
-                                        stdin=subprocess.DEVNULL, text=True, start_new_session=True,
-                                        env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=die_with_parent)
-        line = self.process.stdout.readline()  # type: ignore[union-attr]
-        if not line.startswith("gateway on"):
+        arguments = ["--upstream", broker.bootstrap, "--initial-rebalance-delay-ms", str(initial_delay_ms),
+                     *(["--state-topic", state_topic] if state_topic else ["--state", str(self.state_dir)])]
+        for name, value in group_configs.items():
+            arguments += ["--group-config", f"{name}={value}"]
+        for group in groups:
+            arguments += ["--group", group]
+        for attempt in range(3):  # free_port is a guess: a port taken meanwhile is picked anew
+            self.port = free_port()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kprotocol", "gateway", "--listen", f"127.0.0.1:{self.port}",
+                 "--broker-port-base", str(free_port()), *arguments], stdout=subprocess.PIPE,
+                stderr=self.log.open("ab"), stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=die_with_parent)
+            line = self.process.stdout.readline()  # type: ignore[union-attr]
+            if line.startswith("gateway on"):
+                self.pid = self.process.pid
+                return
             stop_process(self.process, 10)
-            raise RuntimeError(f"gateway did not start: {line!r}; log: {self.log.read_text()[-2000:]}")
-        self.pid = self.process.pid
+            if "address already in use" not in self.log.read_text()[-500:] or attempt == 2:
+                raise RuntimeError(f"gateway did not start: {line!r}; log: {self.log.read_text()[-2000:]}")
 
     def state_bytes(self) -> int:
         if self.state_topic:
@@ -284,6 +288,8 @@ class Instance:
 
 
 class Member:
+    """One simulated member: its own connection, its group's tracker, the run's counters."""
+
     kind = ""
 
     def __init__(self, name: str, group: str, instance: Instance, tracker: Tracker, stats: Stats, topic: str,
@@ -384,8 +390,9 @@ class StreamsMember(Member):
 
     async def loop(self) -> None:
         while True:
-            steady = self.epoch != 0 and not self.report  # nothing to say: a heartbeat proper
-            response = await self.call(self.request(), heartbeat=steady)
+            # every StreamsGroupHeartbeat counts (in a stable group nearly all say nothing new; in one that is
+            # not, the joins and acknowledgements are what the members wait for)
+            response = await self.call(self.request(), heartbeat=True)
             code = response.error_code
             if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
                 self.stats.fenced += 1
@@ -902,17 +909,20 @@ def run_scenario(scenario: Scenario, broker: KafkaBroker, options: Options, work
     results = {}
     for side_name in [s for s in sides if s == "gateway" or scenario.kind != "mixed"]:
         groups = [f"scale-{scenario.kind}-{side_name}-{uuid.uuid4().hex[:6]}-{g}" for g in range(scenario.groups)]
-        if side_name == "broker":
-            prepare_broker_groups(broker, groups, options)
-            side: Side = BrokerSide(broker)
-        else:
-            directory = Path(tempfile.mkdtemp(prefix="gateway-", dir=workdir))
-            side = GatewaySide(broker, groups, directory, options.initial_delay_ms, {
-                "streams.heartbeat.interval.ms": str(options.streams_heartbeat_ms),
-                "streams.session.timeout.ms": str(SESSION_TIMEOUT_MS)}, options.state_topic)
         log(f"{scenario.name}: {side_name} ...")
+        side: Side | None = None
         try:
+            if side_name == "broker":
+                prepare_broker_groups(broker, groups, options)
+                side = BrokerSide(broker)
+            else:
+                directory = Path(tempfile.mkdtemp(prefix="gateway-", dir=workdir))
+                side = GatewaySide(broker, groups, directory, options.initial_delay_ms, {
+                    "streams.heartbeat.interval.ms": str(options.streams_heartbeat_ms),
+                    "streams.session.timeout.ms": str(SESSION_TIMEOUT_MS)}, options.state_topic)
             result = _event_loop(run_side(scenario, side, options, groups, topic))
+        except Exception as exc:  # noqa: BLE001 - one scenario's failure is reported, the run goes on
+            result = Result(scenario.name, side_name, scenario.total, errors={f"{type(exc).__name__}: {exc}": 1})
         finally:
             if isinstance(side, GatewaySide):
                 side.stop()
@@ -934,6 +944,8 @@ def _event_loop(coroutine: Any) -> Any:
 
 def _not_stable(r: Result | dict[str, Any]) -> str:
     r = r if isinstance(r, dict) else asdict(r)
+    if r["not_stable_after_s"] is None:
+        return f"not run: {next(iter(r['errors']), '')[:200]}"
     failed = f", {r['members_failed']} members failed: {next(iter(r['errors']), '')}" if r["members_failed"] else ""
     return f"not stable in {r['not_stable_after_s']:.0f} s{failed}"
 
@@ -1024,8 +1036,10 @@ def main(argv: list[str] | None = None, broker: KafkaBroker | None = None) -> li
     parser.add_argument("--sizes", default="100,1000", help="members in one group, comma-separated (5000 too)")
     parser.add_argument("--kinds", default="streams,classic,mixed", help="member kinds: streams, classic, mixed")
     parser.add_argument("--groups", default="100x50", help="GROUPSxMEMBERS scenarios of streams members ('' for none)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds a scenario (or a step) may take to be stable")
-    parser.add_argument("--steady-s", type=float, default=30.0, help="the steady measuring window (at least 2 intervals)")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds a scenario (or a migration step) may take to be stable")
+    parser.add_argument("--steady-s", type=float, default=30.0,
+                        help="the steady measuring window (at least 2 heartbeat intervals)")
     parser.add_argument("--threads", type=int, default=10, help="members per instance (stream threads)")
     parser.add_argument("--streams-heartbeat-ms", type=int, default=5_000,
                         help="streams.heartbeat.interval.ms on both sides (Kafka's default 5000)")

@@ -60,7 +60,7 @@ def test_a_group_never_stable_times_out() -> None:
 def test_quick_mode_against_the_broker_and_the_gateway(kafka_broker, tmp_path: Path, capsys) -> None:
     out = tmp_path / "scale.json"
     report = bench().main(["--quick", "--kinds", "streams,classic", "--sizes", "20", "--initial-delay-ms", "0",
-                           "--json", str(out)], broker=kafka_broker)
+                           "--steady-s", "2", "--json", str(out)], broker=kafka_broker)
     assert [e["scenario"] for e in report] == ["streams 20", "classic 20"]
     for entry in report:
         assert set(entry["results"]) == {"broker", "gateway"}
