@@ -39,6 +39,8 @@ import asyncio
 import json
 import math
 import os
+import random
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from kprotocol import decode_response, encode_request, message_class  # noqa: E402
 from kprotocol.streams import AssignmentInfo, HostInfo, SubscriptionInfo, TaskId, TopicPartition  # noqa: E402
 from kprotocol.streams.model import LATEST_OFFSET  # noqa: E402
-from kprotocol.toolchain import KafkaBroker, free_port  # noqa: E402
+from kprotocol.toolchain import KafkaBroker  # noqa: E402
 from kprotocol.toolchain.processes import die_with_parent, stop_process  # noqa: E402
 
 HEADER = message_class("RequestHeader")
@@ -152,11 +154,11 @@ class GatewaySide(Side):
             arguments += ["--group-config", f"{name}={value}"]
         for group in groups:
             arguments += ["--group", group]
-        for attempt in range(3):  # free_port is a guess: a port taken meanwhile is picked anew
-            self.port = free_port()
+        for attempt in range(3):  # a free port is a guess: a port taken meanwhile is picked anew
+            self.port = quiet_port()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kprotocol", "gateway", "--listen", f"127.0.0.1:{self.port}",
-                 "--broker-port-base", str(free_port()), *arguments], stdout=subprocess.PIPE,
+                 "--broker-port-base", str(quiet_port() - 1), *arguments], stdout=subprocess.PIPE,
                 stderr=self.log.open("ab"), stdin=subprocess.DEVNULL, text=True, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=die_with_parent)
             line = self.process.stdout.readline()  # type: ignore[union-attr]
@@ -174,6 +176,20 @@ class GatewaySide(Side):
 
     def stop(self) -> None:
         stop_process(self.process, 20)
+
+
+def quiet_port() -> int:
+    """A free port below Linux's ephemeral range (32768-60999), where the thousands of connections of the
+    driver's members take theirs."""
+    for _ in range(1000):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 # --- the wire ----------------------------------------------------------------------------------------
