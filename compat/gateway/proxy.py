@@ -29,7 +29,7 @@ from compat.gateway.limits import read_frame as limited_read_frame
 from compat.gateway.supervisor import Throttle
 from compat.gateway.wire import expects_response, request_prefix
 from kprotocol.errors import DecodeError
-from kprotocol.framing import decode_request, decode_response, encode_request, encode_response
+from kprotocol.framing import decode_response, encode_request, encode_response
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
