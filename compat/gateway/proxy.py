@@ -558,6 +558,7 @@ class Session:
                 for _, _, _, waiting in probes[i:]:
                     if not waiting.done():
                         waiting.set_exception(ConnectionError("upstream closed the connection"))
+                        waiting.exception()  # retrieved: whoever waits on it hears of it, nobody else must
                 authorizer = self.authorizer
                 if authorizer is None or not authorizer.answered or self.sasl.failed:
                     return False  # never a logged-in connection: the broker hung up on it, so does the gateway
