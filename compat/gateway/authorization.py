@@ -82,6 +82,7 @@ class ConnectionAuthorizer:
         self.ttl_s, self.max_entries = ttl_s, max_entries
         self.lost_at: float | None = None  # when the client's upstream connection went away
         self.answered = False  # the broker answered a probe: the connection was logged in
+        self.must_close = False  # a question nobody could answer: closed after that answer
         self._cache: OrderedDict[Any, tuple[float, asyncio.Future]] = OrderedDict()
         self._ids = itertools.count(0x40000000)
         self.pending: list[tuple[bytes, int, int, asyncio.Future]] = []  # written upstream after the request
@@ -95,6 +96,7 @@ class ConnectionAuthorizer:
         from kprotocol.framing import encode_request
 
         if self.lost_at is not None:  # nobody to ask: what the broker said before, or no answer
+            self.must_close = True  # and the client reconnects, to a broker that can judge
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(ConnectionError("the client's upstream connection is gone"))
             failed.exception()  # retrieved: only those who wait on it hear of it

@@ -616,7 +616,10 @@ class Session:
                 gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
                                           time.perf_counter() - slot.started)
             self.writer.write(frame)
-            if self.sasl.failed:  # the broker hangs up after a refused login: so does the gateway, at once
+            if self.sasl.failed or (slot.local is not None and self.authorizer is not None
+                                    and self.authorizer.must_close):
+                # the broker hangs up after a refused login: so does the gateway, at once; and a connection
+                # whose broker went away and cannot judge a request closes once it answered it (retriable)
                 await self.writer.drain()
                 self.writer.close()
                 return
