@@ -82,6 +82,7 @@ class ConnectionAuthorizer:
         self.ttl_s, self.max_entries = ttl_s, max_entries
         self.lost_at: float | None = None  # when the client's upstream connection went away
         self.answered = False  # the broker answered a probe: the connection was logged in
+        self.must_close = False  # a question nobody could answer: closed after that answer
         self._cache: OrderedDict[Any, tuple[float, asyncio.Future]] = OrderedDict()
         self._ids = itertools.count(0x40000000)
         self.pending: list[tuple[bytes, int, int, asyncio.Future]] = []  # written upstream after the request
@@ -95,8 +96,10 @@ class ConnectionAuthorizer:
         from kprotocol.framing import encode_request
 
         if self.lost_at is not None:  # nobody to ask: what the broker said before, or no answer
+            self.must_close = True  # and the client reconnects, to a broker that can judge
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(ConnectionError("the client's upstream connection is gone"))
+            failed.exception()  # retrieved: only those who wait on it hear of it
             return failed
         version = VERSIONS[type(request).__name__] if version is None else version
         header = message_class("RequestHeader")(request_api_key=request.api_key, request_api_version=version,
@@ -220,6 +223,7 @@ def _derived(source: asyncio.Future, derive: Callable[[Message], Any]) -> asynci
             return
         if f.cancelled() or f.exception() is not None:
             future.set_exception(f.exception() if not f.cancelled() else ConnectionError("probe cancelled"))
+            future.exception()  # retrieved: only those who wait on it hear of it
             return
         try:
             future.set_result(derive(f.result()))
@@ -609,9 +613,15 @@ def find_coordinator(auth: ConnectionAuthorizer, version: int, request: Message,
     described = auth.groups_described(keys)
 
     async def checked() -> Message:
-        allowed = {k: await f for k, f in described.items()}
-        response = await answer
         _, cls = api_classes(apis.FIND_COORDINATOR)
+        try:
+            allowed = {k: await f for k, f in described.items()}
+        except ConnectionError:  # the client's broker is gone and never judged these: retriable
+            if version < 4:
+                return cls(error_code=apis.COORDINATOR_NOT_AVAILABLE, node_id=-1, host="", port=-1)
+            return cls(coordinators=[cls.Coordinator(key=k, node_id=-1, host="", port=-1,
+                                                     error_code=apis.COORDINATOR_NOT_AVAILABLE) for k in keys])
+        response = await answer
         if version < 4:
             if allowed[request.key]:
                 return response

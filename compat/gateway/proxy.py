@@ -29,7 +29,7 @@ from compat.gateway.limits import read_frame as limited_read_frame
 from compat.gateway.supervisor import Throttle
 from compat.gateway.wire import expects_response, request_prefix
 from kprotocol.errors import DecodeError
-from kprotocol.framing import decode_request, decode_response, encode_request, encode_response
+from kprotocol.framing import decode_response, encode_request, encode_response
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
 
@@ -558,6 +558,7 @@ class Session:
                 for _, _, _, waiting in probes[i:]:
                     if not waiting.done():
                         waiting.set_exception(ConnectionError("upstream closed the connection"))
+                        waiting.exception()  # retrieved: whoever waits on it hears of it, nobody else must
                 authorizer = self.authorizer
                 if authorizer is None or not authorizer.answered or self.sasl.failed:
                     return False  # never a logged-in connection: the broker hung up on it, so does the gateway
@@ -615,7 +616,10 @@ class Session:
                 gateway.observer.answered(slot.api_key, slot.api_version, len(frame), slot.local is not None,
                                           time.perf_counter() - slot.started)
             self.writer.write(frame)
-            if self.sasl.failed:  # the broker hangs up after a refused login: so does the gateway, at once
+            if self.sasl.failed or (slot.local is not None and self.authorizer is not None
+                                    and self.authorizer.must_close):
+                # the broker hangs up after a refused login: so does the gateway, at once; and a connection
+                # whose broker went away and cannot judge a request closes once it answered it (retriable)
                 await self.writer.drain()
                 self.writer.close()
                 return
