@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,10 @@ CLIENT_ID, CLIENT_HOST = "conformance", "/127.0.0.1"
 # Deterministic settings on both sides: no assignment batching, no background assignment.
 MISSING_SOURCE_TOPICS = 1  # a topology status code
 BASE_CONFIGS = {"streams.assignment.interval.ms": "0", "streams.assignor.offload.enable": "false"}
+# No request goes out this close to a deadline of the coordinator, plus twice the slowest recent broker round trip
+# (the broker's deadline lies up to a round trip after the coordinator's, the request takes one more): the two
+# clocks then always agree whether a deadline passed, also on a loaded machine.
+RACE_MARGIN_MS = 300
 
 
 def topology(epoch: int = 0, subtopologies: list[dict] | None = None) -> Any:
@@ -55,6 +60,7 @@ class Twin:
         self.records: list[rec.CoordinatorRecord] = []
         self.epochs: dict[str, int] = {}
         self.owned: dict[str, dict[str, list]] = {}  # member -> the tasks it runs, as a client applies them
+        self.round_trips: deque[int] = deque(maxlen=10)  # the last broker round trips (ms) of this twin's connection
         self._wait_for_coordinator()
 
     def _alter_configs(self, configs: Mapping[str, str]) -> None:
@@ -80,8 +86,37 @@ class Twin:
     def now() -> int:
         return int(time.monotonic() * 1000)
 
+    def timed(self, request: Any, version: int | None = None) -> Any:
+        """The broker's answer, its round trip noted."""
+        started = time.monotonic()
+        answer = self.conn.send(request, version)
+        self.round_trips.append(int((time.monotonic() - started) * 1000))
+        return answer
+
+    def margin_ms(self) -> int:
+        return RACE_MARGIN_MS + 2 * max(self.round_trips, default=0)
+
+    def deadlines(self) -> list[int]:
+        """The coordinator's session, rebalance and assignment deadlines, of every group."""
+        out = []
+        for g in self.coordinator.groups.values():
+            out += list(g.session_deadlines.values()) + [d for d, _ in g.rebalance_deadlines.values()]
+            if g.pending_assignment_at is not None:
+                out.append(g.pending_assignment_at)
+        return out
+
+    def settle(self) -> None:
+        """Sleep past any deadline within `margin_ms` of now (see RACE_MARGIN_MS)."""
+        while True:
+            self.poll()
+            now, margin = self.now(), self.margin_ms()
+            near = [d for d in self.deadlines() if now - margin <= d <= now + margin]
+            if not near:
+                return
+            time.sleep((max(near) + margin + 20 - now) / 1000)
+
     def broker_topics(self) -> dict[str, int]:
-        response = self.conn.send(message_class("MetadataRequest")(topics=None))
+        response = self.timed(message_class("MetadataRequest")(topics=None))
         return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
 
     def sync_topics(self) -> None:
@@ -175,10 +210,10 @@ class Twin:
 
     def send(self, request: Any, version: int | None = None) -> tuple[dict, dict]:
         version = self.conn.version_for(type(request)) if version is None else version
-        self.sync_topics()
+        self.settle()
         now = self.now()
         self.records += self.coordinator.poll(now)[0]  # as a shell would at the coordinator's deadlines
-        broker = self.conn.send(request, version)
+        broker = self.timed(request, version)
         header = HEADER(request_api_key=request.api_key, request_api_version=version, correlation_id=0,
                         client_id=CLIENT_ID)
         ours, records = self.coordinator.handle(header, request, now, client_host=CLIENT_HOST)

@@ -158,9 +158,13 @@ def _restamp(data: bytearray) -> None:
         pos = end
 
 
+# The examples share tmp_path and monkeypatch (each writes the one segment file anew and sets the same patches); a
+# whole segment is large and slow to draw.
+SEGMENT_CHECKS = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
 @given(segment())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=None, suppress_health_check=SEGMENT_CHECKS)
 def test_made_segments_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)
@@ -201,8 +205,7 @@ def test_pipeline_rows_of_kept_segments(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @given(segment())
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, deadline=None, suppress_health_check=SEGMENT_CHECKS)
 def test_pipeline_rows_of_made_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)

@@ -137,7 +137,7 @@ def test_topology_statuses(kafka_broker) -> None:
 
 
 def test_session_and_rebalance_timeouts(kafka_broker) -> None:
-    t, group, source = twin(kafka_broker, **{"streams.session.timeout.ms": "1500",
+    t, group, source = twin(kafka_broker, **{"streams.session.timeout.ms": "3000",
                                              "streams.heartbeat.interval.ms": "500"})
     topo = topology(0, [{"id": "0", "sources": [source]}])
     same(*t.heartbeat("m1", 0, topology=topo))
@@ -145,11 +145,13 @@ def test_session_and_rebalance_timeouts(kafka_broker) -> None:
     same(*t.heartbeat("m1"))
     same(*t.heartbeat("m2"))
     silent_since = time.monotonic()                                          # m2 stops, m1 keeps heartbeating
-    for at in (0.3, 0.6, 0.9, 1.2, 2.2, 2.5):  # never within 0.3 s of m2's expiry at 1.5 s: no race between clocks
+    for at in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5):  # one near m2's expiry at 3 s waits past it (Twin.settle)
         time.sleep(max(0.0, silent_since + at - time.monotonic()))
         same(*t.heartbeat("m1"))
     t.poll()
-    same(*t.describe())
+    broker, ours = t.describe()
+    same(broker, ours)
+    assert [m["memberId"] for m in broker["members"]] == ["m1"], "m2 expired, m1 did not"
     same(*t.heartbeat("m1"))
     same(*t.heartbeat("m2", 2))                                              # the expired member is unknown
     check_records(t)

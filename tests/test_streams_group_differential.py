@@ -54,7 +54,7 @@ def test_a_fenced_member_rejoins_at_epoch_zero_with_its_member_id(kafka_broker) 
 
 
 def test_a_static_member_that_left_with_minus_two_expires_at_its_session_time_out(kafka_broker) -> None:
-    t, group, source = twin(kafka_broker, **{"streams.session.timeout.ms": "1500",
+    t, group, source = twin(kafka_broker, **{"streams.session.timeout.ms": "3000",
                                              "streams.heartbeat.interval.ms": "500"})
     topo = topology(0, [{"id": "0", "sources": [source]}])
     same(*t.heartbeat("s1", 0, instance_id="i1", topology=topo))
@@ -63,11 +63,13 @@ def test_a_static_member_that_left_with_minus_two_expires_at_its_session_time_ou
     same(*t.heartbeat("m2"))
     same(*t.heartbeat("s1", -2, instance_id="i1"))       # leaves for a while and never comes back
     left = time.monotonic()
-    for at in (0.3, 0.6, 0.9, 1.2, 2.2, 2.5):            # m2 heartbeats; never within 0.3 s of s1's expiry
+    for at in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5):       # m2 heartbeats; near s1's expiry at 3 s it waits past it
         time.sleep(max(0.0, left + at - time.monotonic()))
         same(*t.heartbeat("m2"))
     t.poll()
-    same(*t.describe())                                  # s1 is gone, its tasks went to m2
+    broker, ours = t.describe()
+    same(broker, ours)                                   # s1 is gone, its tasks went to m2
+    assert [m["memberId"] for m in broker["members"]] == ["m2"]
     same(*t.heartbeat("m2"))
     check_records(t)
 

@@ -29,8 +29,9 @@ FIELDS = {
     "errorMessage": "kafka.error_message", "groupId": "kafka.consumer_group", "generationId": "kafka.generation_id",
     "generationIdOrMemberEpoch": "kafka.generation_id", "memberId": "kafka.member_id",
     "groupInstanceId": "kafka.consumer_group_instance", "protocolType": "kafka.protocol_type",
-    "protocolName": "kafka.protocol_name", "leader": "kafka.group_leader_id", "sessionTimeoutMs": "kafka.session_timeout",
-    "rebalanceTimeoutMs": "kafka.rebalance_timeout", "assignment": "kafka.member_assignment",
+    "protocolName": "kafka.protocol_name", "leader": "kafka.group_leader_id",
+    "sessionTimeoutMs": "kafka.session_timeout", "rebalanceTimeoutMs": "kafka.rebalance_timeout",
+    "assignment": "kafka.member_assignment",
     "protocols.name": "kafka.protocol_name", "protocols.metadata": "kafka.protocol_metadata",
     "members.metadata": "kafka.member_metadata", "topics.name": "kafka.topic_name", "name": "kafka.topic_name",
     "committedOffset": "kafka.offset", "committedLeaderEpoch": "kafka.leader_epoch",
@@ -63,6 +64,9 @@ KNOWN_MISTAKES: dict[str, dict[tuple[str, str, str], str]] = {
 }
 DECLINED = (re.compile(r"Unsupported (?P<api>\w+) version\. Supports v0(-(?P<max>\d+))?\."),
             re.compile(r"Unknown (?P<key>\d+) API key"), re.compile(r"Request missing"))
+
+
+NO_REQUEST = "tshark did not keep the request (it declined it)"
 
 
 def version() -> str:
@@ -125,7 +129,7 @@ def declined_reason(pdu: Pdu, exchange: Exchange) -> str | None:
                 return f"tshark does not know API key {exchange.api_key}"
             if found:
                 assert not pdu.request
-                return "tshark did not keep the request"
+                return NO_REQUEST
     assert not pdu.declined, f"frame {pdu.frame}: tshark says {pdu.declined}"
     return None
 
@@ -227,12 +231,18 @@ def judge(path: Path, port: int) -> Judgement:
         if e.response_frame is not None:
             ours[(False, e.response_frame.last, e.correlation_id)] = e
     result = Judgement(version())
+    declined_requests = set()
     for pdu in dissect(path, port):
         exchange = ours.get((pdu.request, pdu.frame, pdu.correlation_id))
         assert exchange is not None, f"frame {pdu.frame}: tshark dissects a Kafka PDU kprotocol did not find"
         if pdu.request:
             result.differences += header_differences(pdu, exchange)
         reason = declined_reason(pdu, exchange)
+        if reason and pdu.request:
+            declined_requests.add((pdu.frame, pdu.correlation_id))
+        if reason == NO_REQUEST:
+            assert (exchange.request_frame.last, exchange.correlation_id) in declined_requests, \
+                f"frame {pdu.frame}: tshark lost the request of a response although it decoded the request"
         if reason:
             result.declined[reason] += 1
             continue

@@ -23,7 +23,8 @@ import org.apache.kafka.coordinator.group.streams.assignor.StickyTaskAssignor;
 /**
  * Prints, as one JSON object, what tests/test_streams_group_assignor_exact.py expects: the iteration orders of
  * java.util.HashMap and PriorityQueue it emulates, and the targets Kafka's broker StickyTaskAssignor computes for
- * its inputs. Run again on a new Kafka release or JDK: python -m kprotocol.toolchain ... (see the test).
+ * its inputs. Run from source against the release's jars, after a new Kafka release or JDK:
+ * {@code java -cp "$HOME/.cache/kprotocol/kafka-<version>/libs/*" java/expected-orders/ExpectedOrders.java}
  */
 public final class ExpectedOrders {
     private static final List<String> AABB = List.of("AaAaAaAa", "AaAaAaBB", "AaAaBBAa", "AaAaBBBB", "AaBBAaAa",
@@ -100,7 +101,8 @@ public final class ExpectedOrders {
         return polled;
     }
 
-    private record Member(String id, String process, Map<String, Set<Integer>> active, Map<String, Set<Integer>> standby) {
+    private record Member(String id, String process, Map<String, Set<Integer>> active,
+                          Map<String, Set<Integer>> standby) {
     }
 
     private static Member member(String id, String process, String active, String standby) {
