@@ -44,7 +44,7 @@ def assert_capture_matches_proxy(path: Path, proxy: RecordingProxy, upstream_por
     capture = decode_capture(path, ports=(proxy.port,))
     by_conn: dict[str, list[dict]] = defaultdict(list)
     for exchange in capture:
-        by_conn[exchange.conn].append(exchange.to_json())
+        by_conn[exchange.conn].append(exchange.to_json(credentials=True))  # as the proxy recorded them
     assert capture.problems == [] and capture.orphans == []
     total = 0
     for recording in proxy.connections:
@@ -58,7 +58,7 @@ def assert_capture_matches_proxy(path: Path, proxy: RecordingProxy, upstream_por
         total += len(got)
     assert not by_conn, sorted(by_conn)
     # The proxy's own connections upstream carry the same requests (plus whatever else reached that port).
-    upstream = Counter(orjson.dumps([e.api_key, e.to_json()["request"]])
+    upstream = Counter(orjson.dumps([e.api_key, e.to_json(credentials=True)["request"]])
                        for e in decode_capture(path, ports=(upstream_port,)))
     downstream = Counter(orjson.dumps([e["apiKey"], e["request"]])
                          for recording in proxy.connections for e in recorded_exchanges(recording))
