@@ -26,7 +26,7 @@ from kprotocol.pipeline.synthetic import write_fleet  # noqa: E402
 
 
 def tables(size: int, per_group: int) -> tuple[Path, dict[str, int]]:
-    out = ROOT / "build" / "bench-report" / f"fleet-{size}"
+    out = ROOT / "build" / "bench-report" / f"fleet-{size}-{per_group}"
     done = out / "counts.json"
     if done.exists():
         return out, json.loads(done.read_text())

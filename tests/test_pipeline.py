@@ -145,7 +145,7 @@ def test_cli_under_spark_submit_and_report(tmp_path) -> None:
     report = tmp_path / "report.html"
     assert cli_main(["report", str(out), "--out", str(report)]) == 0
     text = report.read_text()
-    assert "wordcount-app" in text and "data:image/png;base64," in text
+    assert "wordcount-app" in text and "<svg class='chart'" in text
     png = tmp_path / "fraud.png"
     assert cli_main(["report", str(out), "--out", str(png), "--group", "fraud-detector"]) == 0
     assert png.read_bytes().startswith(b"\x89PNG")

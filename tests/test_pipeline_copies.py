@@ -102,4 +102,7 @@ def test_a_capture_and_its_pcapng_conversion_give_the_exchanges_of_one(spark, tm
 def test_only_overlapping_ranges_of_other_sources_are_compared() -> None:
     covered = [Coverage("a0", ("t", 0), "a", 0, 99), Coverage("a1", ("t", 0), "a", 100, 199),
                Coverage("b0", ("t", 0), "b", 150, 250), Coverage("c0", ("t", 1), "c", 0, 300)]
-    assert overlaps(covered) == {"a1": ["a1", "b0"], "b0": ["b0", "a1"]}
+    assert overlaps(covered) == [["a1", "b0"]]
+    # Chains join: a thousand copies are one group (one task reads each once).
+    copies = [Coverage(f"p{n:04d}", ("t", 0), f"s{n:04d}", 0, 10) for n in range(1000)]
+    assert overlaps(copies) == [[f"p{n:04d}" for n in range(1000)]]

@@ -6,8 +6,8 @@ its records are copies of those with the same offset, timestamp and key (a key a
 partition); the copy kept is then the one whose partition is known. An exchange by its connection, correlation id, API and request and response times (the
 same packets in a pcap and its pcapng conversion). Each task reports the range of identities of each
 source in its part (`Coverage`: offsets, or request times); only parts whose ranges meet another
-source's are compared (`overlaps`), in tasks that read the identity columns of those parts alone
-(`drop_copies`): input without copies costs nothing more. Otherwise the copy kept is the one of the
+source's are compared (`overlaps`), a group of them in one task that reads their identity columns
+(`drop_copies`): input without copies costs nothing more, a thousand copies a thousand reads. Otherwise the copy kept is the one of the
 first source in name order; the others are dropped from the tables and counted in the `duplicates` table.
 """
 
@@ -54,14 +54,21 @@ def coverage(part: str, rows: pa.Table, source: str, column: str, key: tuple[str
             for r in found if r[f"{column}_min"] is not None]
 
 
-def overlaps(covered: list[Coverage]) -> dict[str, list[str]]:
-    """part -> every part (itself first) that holds identities of a matching key (equal, or unknown in
-    one of them: None) and range from another source; parts that share nothing with another source are
-    left out."""
+def overlaps(covered: list[Coverage]) -> list[list[str]]:
+    """The groups of parts to compare: parts joined when they hold identities of a matching key (equal,
+    or unknown in one of them: None) and range from different sources, each group in name order; parts
+    that share nothing with another source are left out."""
     by_key: dict[Any, list[Coverage]] = defaultdict(list)
     for c in covered:
         by_key[c.key[0] if c.key else None].append(c)
-    meets: dict[str, set[str]] = defaultdict(set)
+    parent: dict[str, str] = {}
+
+    def root(part: str) -> str:
+        while parent.setdefault(part, part) != part:
+            parent[part] = parent[parent[part]]
+            part = parent[part]
+        return part
+
     for items in by_key.values():
         items.sort(key=lambda c: c.low)
         active: list[Coverage] = []
@@ -69,10 +76,12 @@ def overlaps(covered: list[Coverage]) -> dict[str, list[str]]:
             active = [a for a in active if a.high >= c.low]
             for a in active:
                 if a.source != c.source and all(x == y or x is None or y is None for x, y in zip(a.key, c.key)):
-                    meets[c.part].add(a.part)
-                    meets[a.part].add(c.part)
+                    parent[root(a.part)] = root(c.part)
             active.append(c)
-    return {part: [part, *sorted(others - {part})] for part, others in sorted(meets.items())}
+    groups: dict[str, list[str]] = defaultdict(list)
+    for part in parent:
+        groups[root(part)].append(part)
+    return sorted(sorted(parts) for parts in groups.values() if len(parts) > 1)
 
 
 def _identity(table: pa.Table, identity: tuple[str, ...]) -> pa.Table:
@@ -91,8 +100,7 @@ def _read(path: str, columns: list[str]) -> pa.Table:
 
 
 def _rewrite(path: str, keep: pa.Array, write_options: dict[str, Any]) -> None:
-    """Rewrite a part file with the rows `keep` marks, atomically (a task comparing with it reads
-    either version)."""
+    """Rewrite a part file with the rows `keep` marks, atomically (a reader sees either version)."""
     fsys, where = filesystem(path)
     table = pq.read_table(where, filesystem=fsys)
     temporary = where.rsplit("/", 1)[0] + "/.tmp-" + where.rsplit("/", 1)[1]
@@ -107,38 +115,36 @@ def _ranked(table: pa.Table, source: str, prefer: str | None) -> pa.Array:
 
 
 def drop_copies(parts: list[str], identity: tuple[str, ...], source: str, column: str,
-                dependents: dict[str, str], options: Callable[[str], dict[str, Any]],
+                dependents: Callable[[str], dict[str, str]], options: Callable[[str], dict[str, Any]],
                 prefer: str | None = None) -> list[tuple[str, str, int]]:
-    """Drop from `parts[0]` the rows whose identity a row of an earlier source holds (in any of
-    `parts`; earlier: with `prefer` known, then in name order); returns (source, copy of, rows
-    dropped). `dependents`: other part files (path -> their column holding `column`'s value) whose rows
-    go with the dropped ones. `options(path)`: the part's Parquet write options."""
+    """Among `parts` (a group of `overlaps`, compared in one task: each part is read twice at most), drop
+    from each the rows whose identity a row of an earlier source holds (earlier: with `prefer` known,
+    then in name order); returns (source, copy of, rows dropped). `dependents(part)`: other part files
+    (path -> their column holding `column`'s value) whose rows go with the part's dropped ones.
+    `options(path)`: a part's Parquet write options."""
     wanted = sorted({*identity, source, column, *([prefer] if prefer else [])})
-    mine = _read(parts[0], wanted)
-    if mine.num_rows == 0:
-        return []
-    low, high = pc.min(mine[column]), pc.max(mine[column])
-    others = []
-    for path in parts[1:]:
-        table = _read(path, wanted)
-        inside = pc.and_(pc.greater_equal(table[column], low), pc.less_equal(table[column], high))
-        others.append(table.filter(inside))
-    everything = pa.concat_tables([mine, *others])
+    tables = [_read(path, wanted) for path in parts]
+    everything = pa.concat_tables(tables)
     keys = _identity(everything, identity).append_column(RANK, _ranked(everything, source, prefer))
     firsts = keys.group_by(list(identity)).aggregate([(RANK, "min")]).rename_columns([*identity, FIRST])
-    numbered = _identity(mine, identity).append_column(RANK, _ranked(mine, source, prefer)).append_column(
-        ROW, pa.array(range(mine.num_rows), pa.int64()))
-    joined = numbered.join(firsts, keys=list(identity)).sort_by(ROW)
-    copy = pc.not_equal(joined[RANK], joined[FIRST])
-    if not pc.any(copy).as_py():
-        return []
-    counts = joined.filter(copy).group_by([RANK, FIRST]).aggregate([(ROW, "count")]).to_pylist()
-    dropped = mine[column].filter(copy)
-    _rewrite(parts[0], pc.invert(copy), options(parts[0]))
-    for path, name in dependents.items():
-        fsys, where = filesystem(path)
-        if fsys.get_file_info(where).type != 2:  # 2: a file
+    found: list[tuple[str, str, int]] = []
+    for path, mine in zip(parts, tables):
+        if mine.num_rows == 0:
             continue
-        values = pq.read_table(where, columns=[name], filesystem=fsys)[name]
-        _rewrite(path, pc.invert(pc.fill_null(pc.is_in(values, value_set=dropped), False)), options(path))
-    return [(r[RANK][1:], r[FIRST][1:], r[f"{ROW}_count"]) for r in counts]
+        numbered = _identity(mine, identity).append_column(RANK, _ranked(mine, source, prefer)).append_column(
+            ROW, pa.array(range(mine.num_rows), pa.int64()))
+        joined = numbered.join(firsts, keys=list(identity)).sort_by(ROW)
+        copy = pc.not_equal(joined[RANK], joined[FIRST])
+        if not pc.any(copy).as_py():
+            continue
+        counts = joined.filter(copy).group_by([RANK, FIRST]).aggregate([(ROW, "count")]).to_pylist()
+        found += [(r[RANK][1:], r[FIRST][1:], r[f"{ROW}_count"]) for r in counts]
+        dropped = mine[column].filter(copy)
+        _rewrite(path, pc.invert(copy), options(path))
+        for other, name in dependents(path).items():
+            fsys, where = filesystem(other)
+            if fsys.get_file_info(where).type != 2:  # 2: a file
+                continue
+            values = pq.read_table(where, columns=[name], filesystem=fsys)[name]
+            _rewrite(other, pc.invert(pc.fill_null(pc.is_in(values, value_set=dropped), False)), options(other))
+    return found

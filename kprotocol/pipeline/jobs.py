@@ -126,13 +126,15 @@ def _options(path: str) -> dict[str, Any]:
 def drop_record_copies(spark: Any, out: str, covered: list[Coverage]) -> int:
     """Drop the records read twice (a segment and its copy) from the offsets tables, with the rows
     derived from them; the copies counted in the duplicates table. Returns the records dropped."""
-    meets = list(overlaps(covered).values())
+    meets = overlaps(covered)
+
+    def dependents(part: str) -> dict[str, str]:
+        number = int(part.rsplit("-", 1)[1].split(".")[0])
+        return {_part(out, "offsets_committed", number): "record_offset",
+                _part(out, "group_members", number): "record_offset",
+                _part(out, GROUP_RECORDS, number): "offset", _part(out, "problems", number): "offset"}
 
     def run(parts: list[str]) -> list[tuple[str, str, int]]:
-        number = int(parts[0].rsplit("-", 1)[1].split(".")[0])
-        dependents = {_part(out, "offsets_committed", number): "record_offset",
-                      _part(out, "group_members", number): "record_offset",
-                      _part(out, GROUP_RECORDS, number): "offset", _part(out, "problems", number): "offset"}
         with paused_gc():
             return drop_copies(parts, RECORD_IDENTITY, "segment", "offset", dependents, _options, prefer="partition")
 
@@ -347,11 +349,11 @@ def port_hint(uri: str, ports: frozenset[int]) -> str:
 def drop_exchange_copies(spark: Any, out: str, covered: list[Coverage]) -> int:
     """Drop the exchanges decoded twice (a capture and its copy, a pcap and its pcapng conversion) from
     the exchanges table; the copies counted in the duplicates table. Returns the exchanges dropped."""
-    meets = list(overlaps(covered).values())
+    meets = overlaps(covered)
 
     def run(parts: list[str]) -> list[tuple[str, str, int]]:
         with paused_gc():
-            return drop_copies(parts, EXCHANGE_IDENTITY, "source", "request_time", {}, _options)
+            return drop_copies(parts, EXCHANGE_IDENTITY, "source", "request_time", lambda _: {}, _options)
 
     found = spark.sparkContext.parallelize(meets, len(meets)).flatMap(run).collect() if meets else []
     return _write_duplicates(out, "exchanges", found, "capture")

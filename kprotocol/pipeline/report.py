@@ -1,13 +1,18 @@
 """`kprotocol report`: rebalance timelines and assignment tables from the pipeline's Parquet tables.
 
-Per group: a timeline with members as rows and time across (a bar while a member is in the
-group, a dot at each assignment it received, labelled with its active/standby/warm-up counts,
-red when active tasks moved to it), every rebalance as a shaded span (or a line at its end when
-the start is unknown) marked with its generation or epoch, and a legend; then the latest assignment
-of the members still in the group and the latest committed offset per partition. When captures were
-decoded into the same directory, each group also gets its JoinGroup/SyncGroup/heartbeat exchanges:
-latency over time per API with error responses marked, and a table of latencies and errors by name.
-HTML embeds the PNGs; a `.png` output holds the timelines alone.
+At the top, what makes the tables less than the truth: a banner when a job did not finish (partial
+tables; the command exits 1), captures that gave no exchange with the ports to try, the copies found
+in the input (kept once), the problems per file at file positions; then one row per group (rebalances,
+duration percentiles, tasks moved, members now, flags). Per group: its numbers and flags (a task active
+on two members, an assignor error, a rebalance never completed), rebalances per time bin and durations
+per logarithmic bin, the timeline of its latest rebalances (members by client id and process as rows,
+time across: a bar while in the group, a dot per assignment, red when active tasks moved to it, each
+rebalance a span or a line at its end, details in tooltips), its latest, longest and most disruptive
+rebalances, the latest assignment and the committed offsets; with captures decoded into the same
+directory, its membership requests' latency (a logarithmic axis) and errors by name. Every empty cell
+says why. Charts are inline SVG scaled to the page; past INLINE_GROUPS groups each group is a page of
+its own. Everything is computed in Arrow over the tables (a year of a fleet's records: a few rows per
+member and per rebalance window reach Python). A `.png` output holds one group's timeline (matplotlib).
 """
 
 from __future__ import annotations
@@ -100,7 +105,8 @@ def _timeline(group: str, members: list[Row], rebalances: list[Row], axis: Any) 
         pad = max((max(stamps) - min(stamps)) * 0.05, 500)
         axis.set_xlim(_time(min(stamps) - pad), _time(max(stamps) + pad))
     axis.xaxis.set_major_formatter(ConciseDateFormatter(axis.xaxis.get_major_locator()))
-    axis.set_yticks(range(len(names)), [n if len(n) <= 40 else n[:18] + "…" + n[-18:] for n in names], fontsize=7)
+    info = {m["member_id"]: m for m in members if m["process_id"] or m["client_id"]}
+    axis.set_yticks(range(len(names)), [_member_label(n, info.get(n), room=40)[0] for n in names], fontsize=7)
     axis.set_ylim(-1, max(len(names), 1))
     axis.set_title(f"{group}: members over time", fontsize=9)
     axis.grid(axis="x", alpha=0.3)
