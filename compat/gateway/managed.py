@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from compat.classic import GroupMetadataKey
 from compat.coordinator import MigrationCoordinator
 from compat.gateway import group_apis as apis
 from compat.gateway.state import StateLog, StateTopic
@@ -35,7 +34,6 @@ from compat.gateway.upstream import Upstream
 from kprotocol.errors import DecodeError
 from kprotocol.registry import api_classes, message_class
 from kprotocol.runtime.struct import Message
-from kprotocol.streams_group import records as rec
 from kprotocol.streams_group.errors import STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
 from kprotocol.streams_group.records import CoordinatorRecord
 
