@@ -3,13 +3,14 @@
 For a group of N members, every member stable: the median cost of one steady heartbeat through the
 coordinator alone (`handle`) and through the gateway's path (the group's change opened, the request
 handled, the change committed; on a coordinator without `begin`, the older `Snapshot` copy), and the
-CPU time of one round in which every member heartbeats once (the best of three). Two shapes: streams-protocol members only
-(N = 10, 100, 1000, 64 to 1024 tasks) and a group mid-migration, half classic members carrying real
-Kafka Streams SubscriptionInfo (with endpoints), half streams-protocol members (N = 10, 100, 500).
+CPU time of one round in which every member heartbeats once (the best of three). Two shapes:
+streams-protocol members only (N = 10, 100, 1000, 64 to 1024 tasks) and a group mid-migration, half
+classic members carrying real Kafka Streams SubscriptionInfo (with endpoints), half streams-protocol
+members (N = 10, 100, 500).
 Then 1000 streams-protocol members joining one by one until the group is stable (default group
 configs: the initial delay and the assignment interval batch the joins, as the broker's do).
 
-    PYTHONPATH=. .venv/bin/python bench/coordinator_scale.py [--shapes streams,mixed,joins] [--sizes ...]
+    PYTHONPATH=. .venv/bin/python bench/coordinator_scale.py [--shapes streams,mixed,joins] [--streams-sizes 10,100,1000]
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=50)
     args = parser.parse_args()
     shapes = args.shapes.split(",")
-    print("| shape | members | steady heartbeat, coordinator alone | steady heartbeat, gateway path | one round (CPU) |")
+    print("| shape | members | steady heartbeat, coordinator alone | steady heartbeat, gateway path "
+          "| one round (CPU) |")
     print("|---|---|---|---|---|")
     for shape in ("streams", "mixed"):
         if shape not in shapes:
