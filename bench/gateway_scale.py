@@ -1017,6 +1017,8 @@ def render(report: list[dict[str, Any]], options: Options) -> str:
     for entry in report:
         for side, r in entry["results"].items():
             join = f"{r['join_s']:.1f} s" if r["stable"] else _not_stable(r)
+            if r["steps_s"]:  # mixed: the classic storm, then the migration steps
+                join = f"{r['join_s']:.1f} s, then " + ("stable" if r["stable"] else join)
             if r["steps_s"]:
                 join += " (steps " + ", ".join("-" if s is None else f"{s:.1f}" for s in r["steps_s"]) + " s)"
             censored = f" ({r['in_flight_at_end']} in flight)" if r["in_flight_at_end"] else ""
