@@ -359,7 +359,8 @@ class Session:
         self.gateway, self.reader, self.writer, self.target = gateway, reader, writer, target
         limits = gateway.limits
         self.slots: asyncio.Queue[_Slot | None] = asyncio.Queue(maxsize=limits.max_inflight_requests)
-        self.owed = 0  # requests read and not answered yet: while the queue is full the client is not read
+        self.owed = 0  # requests read and not answered yet: at gateway.max.inflight.requests the client is not read
+        self.room = asyncio.Event()  # set when an answer went out (the reader waits for it at the cap)
         self.active_at = time.monotonic()
         self.up_reader: asyncio.StreamReader | None = None
         self.up_writer: asyncio.StreamWriter | None = None  # opened at the first request to forward
@@ -449,8 +450,14 @@ class Session:
         local = self.gateway.local
         observer = self.gateway.observer
         limits = self.gateway.limits
-        while (frame := await limited_read_frame(self.reader, limits, self.gateway.max_frame,
-                                                 lambda: self.owed > 0, FrameError)) is not None:
+        while True:
+            while self.owed >= limits.max_inflight_requests:  # as the broker mutes a channel: not read past the cap
+                self.room.clear()
+                await self.room.wait()
+            frame = await limited_read_frame(self.reader, limits, self.gateway.max_frame, lambda: self.owed > 0,
+                                             FrameError)
+            if frame is None:
+                break
             self.active_at = time.monotonic()
             started = time.perf_counter()
             try:
@@ -624,6 +631,7 @@ class Session:
                 self.writer.close()
                 return
             self.owed -= 1
+            self.room.set()
             self.active_at = time.monotonic()
             if self.slots.empty() or self.writer.transport.get_write_buffer_size() > buffered_max:
                 await self.writer.drain()  # a client that does not read stops being read (slots fill up)
