@@ -53,8 +53,9 @@ def test_wait_stable_on_a_broker_exits_1_with_the_reason(kafka_broker) -> None:
     import sys
 
     done = subprocess.run([sys.executable, "-m", "kprotocol", "streams-groups", "describe", "--bootstrap-server",
-                           kafka_broker.bootstrap, "--group", "no-such-group", "--wait-stable", "--timeout", "1"],
+                           kafka_broker.bootstrap, "--group", "no-such-group", "--wait-stable", "--timeout", "6"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("kprotocol: group no-such-group is not stable after ")
-    assert "GROUP_ID_NOT_FOUND (69)" in done.stderr and "error 69" not in done.stderr  # named, as everywhere
+    # named, as everywhere (a fresh broker says NOT_COORDINATOR (16) while it loads: the wait goes on)
+    assert "GROUP_ID_NOT_FOUND (69)" in done.stderr and "error 69" not in done.stderr

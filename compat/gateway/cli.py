@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from compat.gateway.config import apply, check, configure_logging, load_toml, validate
+    from compat.gateway.config import apply, check, config_warnings, configure_logging, load_toml, validate
 
     try:
         if args.config is not None:
@@ -221,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise StartError(f"configuration error: {exc}") from None
     configure_logging(args.log_format, args.verbose)
+    for warning in config_warnings():
+        log.warning(warning)
     if args.uvloop is not False:
         try:
             import uvloop

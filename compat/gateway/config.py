@@ -43,12 +43,20 @@ class ConfigError(ValueError):
 
 MAX_CONFIG_BYTES = 1 << 20  # a configuration file is small; /dev/zero or a log file given by mistake is not read
 SECRETS = re.compile(r"password|secret|jaas\.config", re.IGNORECASE)
+_warnings: list[str] = []  # said once logging is set up (its format may come from the file), or by --check-config
+
+
+def config_warnings() -> list[str]:
+    """The warnings reading the configuration gave, each once (and forgotten)."""
+    out = list(dict.fromkeys(_warnings))
+    _warnings.clear()
+    return out
 
 
 def read_config_file(path: str | Path) -> str:
     """A configuration file's text: a regular file (a FIFO or a device is refused at once, never read)
     of at most MAX_CONFIG_BYTES, UTF-8. A file naming a password or secret that every user may read
-    gets a warning on stderr."""
+    gets a warning (`config_warnings`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
@@ -65,8 +73,7 @@ def read_config_file(path: str | Path) -> str:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if info.st_mode & stat.S_IROTH and SECRETS.search(text):
-        print(f"kprotocol gateway: warning: {path} holds a password or secret and every user may read it "
-              f"(chmod o-r {path})", file=sys.stderr)
+        _warnings.append(f"{path} holds a password or secret and every user may read it (chmod o-r {path})")
     return text
 
 
@@ -433,9 +440,11 @@ def validate(args: argparse.Namespace) -> UpstreamSecurity:
 
 
 def check(args: argparse.Namespace) -> int:
-    """--check-config: one line on stdout (0) or stderr (2)."""
+    """--check-config: one line on stdout (0) or stderr (2), after the warnings."""
     try:
         security = validate(args)
+        for warning in config_warnings():
+            print(f"kprotocol gateway: warning: {warning}", file=sys.stderr)
         line = asyncio.run(check_upstream(args.upstream, security))
     except ConfigError as exc:
         print(f"kprotocol gateway: configuration error: {exc}", file=sys.stderr)
