@@ -43,6 +43,7 @@ from kprotocol.runtime.struct import Message
 
 TTL_S = 1.0
 UNREACHABLE_GRACE_S = 60.0
+NOTHING = object()  # no answer remembered
 MAX_ENTRIES = 4096
 GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 30, 29, 53
 STREAMS_INVALID_TOPOLOGY, UNKNOWN_TOPIC_ID, INCONSISTENT_GROUP_PROTOCOL = 130, 100, 23
@@ -96,7 +97,6 @@ class ConnectionAuthorizer:
         from kprotocol.framing import encode_request
 
         if self.lost_at is not None:  # nobody to ask: what the broker said before, or no answer
-            self.must_close = True  # and the client reconnects, to a broker that can judge
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(ConnectionError("the client's upstream connection is gone"))
             failed.exception()  # retrieved: only those who wait on it hear of it
@@ -130,11 +130,38 @@ class ConnectionAuthorizer:
         fresh = self._fresh(key, now)
         if fresh is not None:
             return fresh
-        future = make()
+        previous = self._cache.get(key)
+        last, expired_at = NOTHING, 0.0
+        if previous is not None and previous[1].done() and not previous[1].cancelled() \
+                and previous[1].exception() is None:  # should the broker be gone by now: what it said last
+            last, expired_at = previous[1].result(), previous[0]
+        future = self._or_last(make(), last, expired_at)
         self._cache[key] = (now + self.ttl_s, future)
         self._cache.move_to_end(key)
         while len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
+        return future
+
+    def _or_last(self, asked: asyncio.Future, last: Any, expired_at: float) -> asyncio.Future:
+        """`asked`'s answer, or when the connection's broker went away before giving it, the `last` answer
+        (within UNREACHABLE_GRACE_S of its expiry)."""
+        future = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if future.done():
+                return
+            error = ConnectionError("probe cancelled") if f.cancelled() else f.exception()
+            if error is None:
+                future.set_result(f.result())
+            elif isinstance(error, ConnectionError) and self.lost_at is not None and last is not NOTHING \
+                    and time.monotonic() < expired_at + UNREACHABLE_GRACE_S:
+                future.set_result(last)
+            else:
+                if self.lost_at is not None:
+                    self.must_close = True  # the client reconnects, to a broker that can judge
+                future.set_exception(error)
+                future.exception()  # retrieved: only those who wait on it hear of it
+        asked.add_done_callback(done)
         return future
 
     # --- the questions ----------------------------------------------------------------------------------
