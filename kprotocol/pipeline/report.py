@@ -393,8 +393,10 @@ def _load(out: str, groups: list[str] | None) -> Tables:
     wanted = ds.field("api_name").isin(list(GROUP_APIS)) & ds.field("group").is_valid()
     exchange_columns = ["source", "api_name", "group", "member_id", "client_id", "request_time", "latency_ms",
                         "error_codes"]
-    whole = _arrow(out, "rebalances", where=chosen)
-    whole = whole if whole is not None else SCHEMAS["rebalances"].empty_table()
+    # members_before is the previous rebalance's members_after (`_log_sections` fills it in): not read
+    columns = [name for name in SCHEMAS["rebalances"].names if name != "members_before"]
+    whole = _arrow(out, "rebalances", columns, chosen)
+    whole = whole if whole is not None else SCHEMAS["rebalances"].empty_table().select(columns)
     rebalances = _by_group(_ordered(whole), (("at", "ascending"), ("epoch", "ascending")))
     rows = [r["_row"].slice(max(0, r.num_rows - WINDOW - 1)) for r in rebalances.values()]
     needed = pa.concat_arrays([c for r in rows for c in r.chunks]) if rows else pa.array([], pa.int64())
@@ -542,7 +544,8 @@ def _ordered(rebalances: pa.Table) -> pa.Table:
     """Rebalances with `at`, their time in order (the end, or the start of one never completed), without
     their member lists (`members`: how many after it; `_row`: its row in `rebalances`)."""
     at = pc.coalesce(rebalances["end_timestamp"], rebalances["start_timestamp"])
-    light = rebalances.drop_columns(["members_before", "members_after"]).append_column("at", at)
+    light = rebalances.drop_columns([c for c in ("members_before", "members_after") if c in rebalances.schema.names])
+    light = light.append_column("at", at)
     light = light.append_column("members", pc.list_value_length(rebalances["members_after"]))
     light = light.append_column("_row", pa.array(range(rebalances.num_rows), pa.int64()))
     return light
@@ -575,6 +578,8 @@ def _log_sections(g: str, members: pa.Table | None, ordered: pa.Table | None, wh
         summary["flags"].append(f"{unfinished} rebalance(s) never completed in the data")
     window = _whole(whole, ordered, n - WINDOW, n)
     before = _whole(whole, ordered, n - WINDOW - 1, n - WINDOW) if n > WINDOW else []
+    for previous, row in zip([before[0] if before else None, *window], window):
+        row["members_before"] = (previous or {}).get("members_after") or []
     latest = _latest_assignments(reduced, window, topics)
     doubled = _doubly_active(latest)
     summary["members"] = len(latest)
