@@ -306,7 +306,9 @@ def _named_cell(short: str, tip: str) -> Html:
 
 
 def _stamp(ms: int | None) -> str:
-    return "" if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 INLINE_GROUPS = 25  # more groups: one page each, linked from the overview
@@ -511,8 +513,8 @@ def _overview(summaries: list[dict[str, Any]], link: Any) -> list[str]:
     """One row per group, most rebalances first, linking to its section."""
     rows = []
     for s in sorted(summaries, key=lambda s: (-s["rebalances"], s["group"])):
-        name = Html(f"<a href='{html.escape(link(s['group']), quote=True)}' title='{html.escape(s['group'], quote=True)}'>"
-                    f"{html.escape(s['group'])}</a>")
+        group = html.escape(s["group"], quote=True)
+        name = Html(f"<a href='{html.escape(link(s['group']), quote=True)}' title='{group}'>{group}</a>")
         flags = Html("<span class='error'>" + html.escape("; ".join(s["flags"])) + "</span>") if s["flags"] else \
             _missing("none", "no task active twice, no Streams assignor error, every rebalance completed")
         rows.append([name, s["protocol"] or _missing("—", "no record of the group in the coordinator's log"),
@@ -896,7 +898,8 @@ def _capture_sections(g: str, exchanges: pa.Table, summary: dict[str, Any]) -> l
     if error_rows:
         more = [f"<p>The first {MAX_ROWS} of {failed.num_rows:,}.</p>"] if failed.num_rows > MAX_ROWS else []
         parts += ["<h4>Error responses</h4>", *more,
-                  _table(["request time", "API", "member", "client", "error"], error_rows, ["", "", "name", "name", ""])]
+                  _table(["request time", "API", "member", "client", "error"], error_rows,
+                         ["", "", "name", "name", ""])]
     return parts
 
 
