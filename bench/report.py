@@ -1,12 +1,13 @@
 """`kprotocol report` on a year of a fleet's rebalances: wall time and peak memory of the command.
 
-    python bench/report.py [--sizes 30000,300000] [--groups-per-1000 1]
+    python bench/report.py [--sizes 30000,300000] [--per-group 1000]
 
 For each size, synthetic pipeline tables (kprotocol.pipeline.synthetic: streams groups of 4 members and
-8 tasks, 1,000 rebalances a year each, an assignment per member per rebalance, offset commits; kept
+8 tasks, --per-group rebalances a year each, an assignment per member per rebalance, offset commits; kept
 under build/bench-report/ and reused) are rendered by `python -m kprotocol report` in a child process;
-the table has its wall and CPU seconds (on a loaded machine the CPU time is the steadier), its peak resident memory (the child's ru_maxrss), the report's size and
-the number of pages (past 25 groups, one page per group).
+the table has its wall and CPU seconds (on a loaded machine the CPU time is the steadier), its peak
+resident memory (the child's ru_maxrss), the report's size and the number of pages (past 25 groups,
+one page per group).
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def test_the_html_renders_in_a_headless_browser(report: tuple[Path, str], tmp_pa
     copy = tmp_path / "checked.html"
     copy.write_text(CHECK + page, encoding="utf-8")
     done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                           "--window-size=1280,1000", "--dump-dom", copy.as_uri()], capture_output=True, text=True, timeout=180)
+                           "--window-size=1280,1000", "--dump-dom", copy.as_uri()],
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     found = re.search(r'data-check="([^"]*)"', done.stdout)
     assert found, done.stdout[-2000:]
@@ -281,7 +282,9 @@ window.addEventListener("load", () => {
     const r = el.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;
     const v = visible(el);
-    if (v.right > width + 0.5 || v.left < -0.5) outside.push(name(el) + " " + v.left.toFixed(0) + ".." + v.right.toFixed(0));
+    if (v.right > width + 0.5 || v.left < -0.5) {
+      outside.push(name(el) + " " + v.left.toFixed(0) + ".." + v.right.toFixed(0));
+    }
   }
   const texts = [...document.body.querySelectorAll("*")].filter(el =>
     el.tagName.toLowerCase() === "text" || [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()));

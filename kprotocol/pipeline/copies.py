@@ -3,12 +3,15 @@
 A record is identified by its topic, partition and offset, with its timestamp and key: a segment given
 outside its partition directory (partition unknown) is compared with every partition of its topic, and
 its records are copies of those with the same offset, timestamp and key (a key always goes to one
-partition); the copy kept is then the one whose partition is known. An exchange by its connection, correlation id, API and request and response times (the
-same packets in a pcap and its pcapng conversion). Each task reports the range of identities of each
-source in its part (`Coverage`: offsets, or request times); only parts whose ranges meet another
-source's are compared (`overlaps`), a group of them in one task that reads their identity columns
-(`drop_copies`): input without copies costs nothing more, a thousand copies a thousand reads. Otherwise the copy kept is the one of the
-first source in name order; the others are dropped from the tables and counted in the `duplicates` table.
+partition); the copy kept is then the one whose partition is known. An exchange is identified by its
+connection, correlation id, API and request and response times (the same packets in a pcap and its
+pcapng conversion). Otherwise the copy kept is the one of the first source in name order; the others
+are dropped from the tables and counted in the `duplicates` table.
+
+Each task reports the range of identities of each source in its part (`Coverage`: offsets, or request
+times); only parts whose ranges meet another source's are compared (`overlaps`), a group of them in one
+task that reads their identity columns (`drop_copies`): input without copies costs nothing more, a
+thousand copies a thousand reads.
 """
 
 from __future__ import annotations

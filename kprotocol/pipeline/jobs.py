@@ -368,7 +368,8 @@ def write_topic_names(paths: list[str], out: str) -> int:
 
 def derive_rebalances(spark: Any, out: str, splits: list[SegmentSplit]) -> int:
     """The rebalances table. A group's records all sit in one coordinator partition, so each Spark task
-    takes one partition's group records (segments named outside a partition directory: together) (the working table its decode tasks wrote), reads them with
+    takes one partition's group records (segments named outside a partition directory: together; the
+    working table its decode tasks wrote), reads them with
     pyarrow (no JVM round trip) and derives that partition's groups."""
     parts: dict[tuple[str | None, int | None], list[int]] = {}
     for number, split in enumerate(splits):  # a partition's segments and their copies in other directories

@@ -306,7 +306,9 @@ def _named_cell(short: str, tip: str) -> Html:
 
 
 def _stamp(ms: int | None) -> str:
-    return "" if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 INLINE_GROUPS = 25  # more groups: one page each, linked from the overview
@@ -393,8 +395,10 @@ def _load(out: str, groups: list[str] | None) -> Tables:
     wanted = ds.field("api_name").isin(list(GROUP_APIS)) & ds.field("group").is_valid()
     exchange_columns = ["source", "api_name", "group", "member_id", "client_id", "request_time", "latency_ms",
                         "error_codes"]
-    whole = _arrow(out, "rebalances", where=chosen)
-    whole = whole if whole is not None else SCHEMAS["rebalances"].empty_table()
+    # members_before is the previous rebalance's members_after (`_log_sections` fills it in): not read
+    columns = [name for name in SCHEMAS["rebalances"].names if name != "members_before"]
+    whole = _arrow(out, "rebalances", columns, chosen)
+    whole = whole if whole is not None else SCHEMAS["rebalances"].empty_table().select(columns)
     rebalances = _by_group(_ordered(whole), (("at", "ascending"), ("epoch", "ascending")))
     rows = [r["_row"].slice(max(0, r.num_rows - WINDOW - 1)) for r in rebalances.values()]
     needed = pa.concat_arrays([c for r in rows for c in r.chunks]) if rows else pa.array([], pa.int64())
@@ -509,8 +513,8 @@ def _overview(summaries: list[dict[str, Any]], link: Any) -> list[str]:
     """One row per group, most rebalances first, linking to its section."""
     rows = []
     for s in sorted(summaries, key=lambda s: (-s["rebalances"], s["group"])):
-        name = Html(f"<a href='{html.escape(link(s['group']), quote=True)}' title='{html.escape(s['group'], quote=True)}'>"
-                    f"{html.escape(s['group'])}</a>")
+        group = html.escape(s["group"], quote=True)
+        name = Html(f"<a href='{html.escape(link(s['group']), quote=True)}' title='{group}'>{group}</a>")
         flags = Html("<span class='error'>" + html.escape("; ".join(s["flags"])) + "</span>") if s["flags"] else \
             _missing("none", "no task active twice, no Streams assignor error, every rebalance completed")
         rows.append([name, s["protocol"] or _missing("—", "no record of the group in the coordinator's log"),
@@ -542,7 +546,8 @@ def _ordered(rebalances: pa.Table) -> pa.Table:
     """Rebalances with `at`, their time in order (the end, or the start of one never completed), without
     their member lists (`members`: how many after it; `_row`: its row in `rebalances`)."""
     at = pc.coalesce(rebalances["end_timestamp"], rebalances["start_timestamp"])
-    light = rebalances.drop_columns(["members_before", "members_after"]).append_column("at", at)
+    light = rebalances.drop_columns([c for c in ("members_before", "members_after") if c in rebalances.schema.names])
+    light = light.append_column("at", at)
     light = light.append_column("members", pc.list_value_length(rebalances["members_after"]))
     light = light.append_column("_row", pa.array(range(rebalances.num_rows), pa.int64()))
     return light
@@ -575,6 +580,8 @@ def _log_sections(g: str, members: pa.Table | None, ordered: pa.Table | None, wh
         summary["flags"].append(f"{unfinished} rebalance(s) never completed in the data")
     window = _whole(whole, ordered, n - WINDOW, n)
     before = _whole(whole, ordered, n - WINDOW - 1, n - WINDOW) if n > WINDOW else []
+    for previous, row in zip([before[0] if before else None, *window], window):
+        row["members_before"] = (previous or {}).get("members_after") or []
     latest = _latest_assignments(reduced, window, topics)
     doubled = _doubly_active(latest)
     summary["members"] = len(latest)
@@ -891,7 +898,8 @@ def _capture_sections(g: str, exchanges: pa.Table, summary: dict[str, Any]) -> l
     if error_rows:
         more = [f"<p>The first {MAX_ROWS} of {failed.num_rows:,}.</p>"] if failed.num_rows > MAX_ROWS else []
         parts += ["<h4>Error responses</h4>", *more,
-                  _table(["request time", "API", "member", "client", "error"], error_rows, ["", "", "name", "name", ""])]
+                  _table(["request time", "API", "member", "client", "error"], error_rows,
+                         ["", "", "name", "name", ""])]
     return parts
 
 
