@@ -28,6 +28,7 @@ TOPIC_RESOURCE, EARLIEST = 2, -2  # DescribeConfigs' resource type of a topic; L
 # The state topic's configs: compacted, its active segment rolled often enough for compaction to keep it small.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3_600_000), "segment.bytes": str(64 << 20)}
 MAX_SEGMENT_MS, MAX_SEGMENT_BYTES = 86_400_000, 256 << 20  # the most an existing topic may have
+MAX_FETCH_BYTES = 1 << 30  # a fetch grown to hold one batch whole, at most
 
 
 class StateLog:
@@ -177,7 +178,7 @@ class StateTopic:
             if found.error_code:
                 raise StateTopicError(f"topic {self.topic}: {error_name(found.error_code)}")
             break
-        replication = min(len(p.replica_nodes) for p in found.partitions)
+        replication = min((len(p.replica_nodes) for p in found.partitions), default=0)
         await self._check_configs(replication, brokers)
 
     async def _create(self, brokers: int) -> None:
@@ -213,7 +214,8 @@ class StateTopic:
         configs = ",".join(f"{name}={wanted}" for name, _, wanted in wrong if name != REPLICATION)
         fix = [f"kafka-configs.sh --bootstrap-server {host}:{port} --alter --entity-type topics "
                f"--entity-name {self.topic} --add-config {configs}"] if configs else []
-        fix += [f"kafka-reassign-partitions.sh to {wanted} replicas" for name, _, wanted in wrong if name == REPLICATION]
+        fix += [f"kafka-reassign-partitions.sh to {wanted} replicas"
+                for name, _, wanted in wrong if name == REPLICATION]
         raise StateTopicError(f"topic {self.topic} cannot keep the state: {said}; fix: {' and '.join(fix)}")
 
     # --- reading -----------------------------------------------------------------------------------------
@@ -268,6 +270,8 @@ class StateTopic:
                     size = batch_extent(data, pos)
                 except TruncatedError:
                     break  # the fetch ended mid-batch: the next one starts at that batch
+                except DecodeError as exc:  # no length to skip by: nothing after it can be read
+                    raise StateTopicError(f"topic {self.topic}: undecodable data at offset {offset}: {exc}") from None
                 whole += 1
                 try:
                     batch = read_batch(data, pos)
@@ -286,6 +290,9 @@ class StateTopic:
                         self._keep(latest, record, reasons)
                 offset, pos = batch.last_offset + 1, pos + size
             if not whole:  # a batch larger than the limit (brokers before KIP-74 do not return it whole)
+                if max_bytes >= MAX_FETCH_BYTES:
+                    raise StateTopicError(f"topic {self.topic}: a batch at offset {offset} larger than "
+                                          f"{MAX_FETCH_BYTES} bytes")
                 max_bytes *= 2
         if self.skipped:
             log.warning("state topic %s: %d records the gateway cannot read skipped (first at offsets %s; %s): "
