@@ -9,6 +9,7 @@ import asyncio
 import logging
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -161,7 +162,8 @@ def test_a_deleted_topic_is_not_created_again_and_said_loudly(broker: KafkaBroke
             await asyncio.sleep(0.1)
         upstream._leaders.clear()  # as after a second: the leader is asked again (never auto-creating it)
         for _ in range(2):
-            with pytest.raises(StateTopicGone):
+            with pytest.raises(StateTopicGone, match=f"state topic {topic} was deleted; the gateway does not "
+                                                     "create it again"):
                 await asyncio.wait_for(state.append(records), 10)
         await asyncio.sleep(1)
         assert not await exists(upstream, topic)
@@ -169,8 +171,7 @@ def test_a_deleted_topic_is_not_created_again_and_said_loudly(broker: KafkaBroke
 
     with caplog.at_level(logging.INFO, logger="kprotocol.gateway"):
         asyncio.run(scenario())
-    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(said) == 1 and f"state topic {topic} was deleted" in said[0] and "not created again" in said[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # ManagedGroups says it, once
 
 
 def test_unreadable_records_are_skipped_and_reported(broker: KafkaBroker, caplog) -> None:
@@ -233,3 +234,46 @@ def test_records_deleted_below_the_log_start_load_from_it(broker: KafkaBroker) -
     assert low_watermark == len(records)
     assert loaded == compacted([r.encode() for r in records])
     assert StreamsGroupCoordinator.from_records(loaded).group("app").hard_state() == live.group("app").hard_state()
+
+
+def test_a_deleted_topic_makes_the_groups_answer_coordinator_not_available(broker: KafkaBroker, caplog) -> None:
+    from test_gateway_isolation import COORDINATOR_NOT_AVAILABLE, Managed, sync
+
+    topic = topic_name()
+    delete = message_class("DeleteTopicsRequest")
+    managed = Managed(broker, ["g", "h"], StateTopic(Upstream(("127.0.0.1", broker.port)), topic), write_timeout_s=5)
+
+    async def synced(group: str) -> int:
+        member, generation = await managed.joined(group)
+        return (await managed.call(14, 3, sync(group, member, generation))).error_code
+
+    async def deleted() -> None:
+        upstream = Upstream(("127.0.0.1", broker.port))
+        response = await upstream.bootstrap.send(delete(topic_names=[topic], topics=[
+            delete.DeleteTopicState(name=topic)], timeout_ms=30_000))
+        assert response.responses[0].error_code == 0
+        while await exists(upstream, topic):
+            await asyncio.sleep(0.1)
+        upstream.close()
+
+    try:
+        with caplog.at_level(logging.INFO, logger="kprotocol.gateway"):
+            assert managed.run(managed.stable("g"))  # written to the topic
+            asyncio.run(deleted())
+            time.sleep(1.1)  # the leader the gateway knew is asked again
+            assert managed.run(synced("h")) == COORDINATOR_NOT_AVAILABLE
+            assert managed.run(synced("h")) == COORDINATOR_NOT_AVAILABLE
+            assert not asyncio.run(still_exists(topic, broker))
+    finally:
+        managed.close()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(said) == 1 and f"(StateTopicGone: state topic {topic} was deleted; " in said[0], said
+    assert "group h answers COORDINATOR_NOT_AVAILABLE to every change" in said[0]
+
+
+async def still_exists(topic: str, broker: KafkaBroker) -> bool:
+    upstream = Upstream(("127.0.0.1", broker.port))
+    try:
+        return await exists(upstream, topic)
+    finally:
+        upstream.close()

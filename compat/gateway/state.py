@@ -149,7 +149,7 @@ class StateTopic:
         self.fetch_max_bytes = self.FETCH_MAX_BYTES
         self.skipped: list[int] = []  # offsets of the records the last load could not read
         self.loaded_bytes = 0  # bytes fetched by the last load
-        self._gone = False  # the topic was found deleted (said once)
+        self._gone = False  # the topic was found deleted (said again when it exists again)
 
     async def load(self) -> list[tuple[bytes, bytes | None]]:
         await self._ensure_topic()
@@ -340,17 +340,15 @@ class StateTopic:
             return
 
     async def _still_there(self) -> None:
-        """Raises `StateTopicGone` when the topic was deleted (said once): it is not created again."""
+        """Raises `StateTopicGone` when the topic was deleted: it is not created again (the gateway logs the
+        first failing write once, with this reason)."""
         found, _ = await self._metadata()
         if found.error_code != UNKNOWN_TOPIC:
             return  # a partition moving: retried
-        if not self._gone:
-            self._gone = True
-            log.error("state topic %s was deleted: state writes fail and the managed groups answer "
-                      "COORDINATOR_NOT_AVAILABLE to every change; it is not created again by the gateway (the "
-                      "groups' state lives in this process only): create it, or stop the gateway and start it "
-                      "with a state topic", self.topic)
-        raise StateTopicGone(f"state topic {self.topic} was deleted")
+        self._gone = True
+        raise StateTopicGone(f"state topic {self.topic} was deleted; the gateway does not create it again, the "
+                             "groups' state lives in this process only: create it, or restart the gateway on a "
+                             "state topic")
 
 
 REPLICATION = "replication factor"
