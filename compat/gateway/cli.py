@@ -176,8 +176,12 @@ class StartError(Exception):
 async def _starting(step: Awaitable[None], what: str, listen: str | None = None) -> None:
     """A start-up step whose failure is the operator's to fix: one line, no traceback. With `listen`,
     the step binds that listener, then reaches `what` (the upstream)."""
+    from compat.gateway.state import StateTopicError
+
     try:
         await step
+    except StateTopicError as exc:  # a state topic that cannot keep the state: the fix in one line
+        raise StartError(f"{what}: {exc}") from None
     except OSError as exc:
         if listen is not None and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise StartError(f"{listen}: cannot listen: {exc.strerror or exc}") from None

@@ -144,7 +144,8 @@ class Upstream:
         if cached is not None and time.monotonic() - cached[1] < LEADER_MAX_AGE_S:
             return cached[0]
         request = message_class("MetadataRequest")
-        response = await self.bootstrap.send(request(topics=[request.MetadataRequestTopic(name=topic)]))
+        response = await self.bootstrap.send(request(topics=[request.MetadataRequestTopic(name=topic)],
+                                                     allow_auto_topic_creation=False))  # never creates it
         self.brokers.update({b.node_id: (b.host, b.port) for b in response.brokers})
         found = self.bootstrap
         for t in response.topics:
