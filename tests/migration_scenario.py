@@ -36,7 +36,7 @@ from kprotocol.toolchain.example_app import EXAMPLES, ExampleApp
 from kprotocol.toolchain.streams_app import StreamsApp
 from migration import GatewayProcess, overlaps
 
-INSTANCES, PARTITIONS = 3, 4
+INSTANCES = 3
 SESSION_TIMEOUT_S = 10  # the apps' classic session time-out and the gateway's streams.session.timeout.ms
 SETTLE_BOUND_S = SESSION_TIMEOUT_S + 35  # a session time-out (a killed member's tasks) plus rejoins and restoring
 WORDS = 60
@@ -54,11 +54,13 @@ class Shape:
     guarantee: str = "exactly_once_v2"
     threads: int = 1
     classic_version: str | None = None  # an older Kafka Streams release for the classic instances
+    partitions: int = 4  # of the input and output topics (the tasks per subtopology)
 
     @property
     def name(self) -> str:
         version = f"-classic{self.classic_version}" if self.classic_version else ""
-        return f"{self.app}-sb{self.standbys}-{self.guarantee}-t{self.threads}{version}"
+        partitions = f"-p{self.partitions}" if self.partitions != 4 else ""
+        return f"{self.app}-sb{self.standbys}-{self.guarantee}-t{self.threads}{version}{partitions}"
 
     @property
     def exactly_once(self) -> bool:
@@ -154,7 +156,7 @@ class Feed:
         self._stop.set()
         self._thread.join(60)
         for _ in range(30):
-            for partition in range(PARTITIONS):
+            for partition in range(self.workload.shape.partitions):
                 self.producer.send(self.workload.source, key=TAIL, value=TAIL, partition=partition)
             time.sleep(0.1)
         self.producer.flush()
@@ -301,7 +303,7 @@ def set_standbys(broker: KafkaBroker, group: str, standbys: int) -> None:
     assert answer.responses[0].error_code == 0, answer
 
 
-def settle(where: str, group: str, broker: KafkaBroker, topic: str, step: str) -> float:
+def settle(where: str, group: str, broker: KafkaBroker, topic: str, partitions: int, step: str) -> float:
     """Wait for the group to settle (describe, as the runbook's --wait-stable) and for every input
     partition's committed offset to move; the seconds it took. Fails with the reasons otherwise."""
     begin = time.monotonic()
@@ -312,7 +314,7 @@ def settle(where: str, group: str, broker: KafkaBroker, topic: str, step: str) -
     before = committed(broker, group, topic)
     while True:
         now = committed(broker, group, topic)
-        stuck = [p for p in range(PARTITIONS) if now.get(p, -1) <= before.get(p, -1)]
+        stuck = [p for p in range(partitions) if now.get(p, -1) <= before.get(p, -1)]
         if not stuck:
             return time.monotonic() - begin
         assert time.monotonic() - begin < SETTLE_BOUND_S, \
@@ -332,10 +334,10 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
     every_count_app: list[CountAppInstance] = []  # their own task events: no task active on two at once
     every_example_app: list[ExampleApp] = []  # their logs tell their tasks
     try:
-        broker.create_topic(source, PARTITIONS)
-        broker.create_topic(sink, PARTITIONS)
+        broker.create_topic(source, shape.partitions)
+        broker.create_topic(sink, shape.partitions)
         if workload.table is not None:  # the join's table, co-partitioned with the input, filled first
-            broker.create_topic(workload.table, PARTITIONS)
+            broker.create_topic(workload.table, shape.partitions)
             with KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") as producer:
                 for k in range(KEYS):
                     producer.send(workload.table, key=f"k{k}".encode(), value=f"profile-{k}".encode())
@@ -372,7 +374,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
         def step(name: str, action: Callable[[], None], where: str | None = None) -> None:
             begin = time.time()
             action()
-            took = settle(where or gateway.bootstrap, app_id, broker, source, name)
+            took = settle(where or gateway.bootstrap, app_id, broker, source, shape.partitions, name)
             stall = output.longest_stall_ms(begin, time.time())
             result.steps.append(StepResult(name, took, stall))
             log(f"{shape.name}: {name}: settled in {took:.1f} s, longest output stall {stall} ms")
@@ -414,7 +416,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
             sent, latest, values)
         for i in range(INSTANCES):
             stop(i)
-        final = read_committed(broker.bootstrap, sink, PARTITIONS)  # all of it: a later duplicate too
+        final = read_committed(broker.bootstrap, sink, shape.partitions)  # all of it: a later duplicate too
         wrong = workload.wrong(sent, {r.key.decode(): r.value for r in final}, [r.value for r in final])
         assert not wrong, f"{shape.name}: output read to its end differs (output, input) for {len(wrong)} keys: " \
                           f"{dict(list(wrong.items())[:20])}"
@@ -422,7 +424,7 @@ def run_migration(shape: Shape, workdir: Path, log: Callable[[str], None] = prin
             [h for x in every_example_app for h in task_histories(x.log_path)]
         seen = {t for h in histories for e in h if e.get("event") == "tasks" for t in e["active"]}
         tasks = {f"{s}_{p}" for s in range(EXAMPLES[shape.app].subtopologies if shape.app in EXAMPLES else 1)
-                 for p in range(PARTITIONS)}
+                 for p in range(shape.partitions)}
         assert tasks <= seen, f"{shape.name}: tasks never seen active (the check would prove nothing): {tasks - seen}"
         doubled = overlaps(histories)
         assert not doubled, f"{shape.name}: tasks active on two instances at once: {doubled}"

@@ -25,6 +25,8 @@ MATRIX = [
     Shape("join", standbys=1, guarantee="exactly_once_v2"),
     Shape("stateless", standbys=0, guarantee="exactly_once_v2", threads=2),
     Shape("count", standbys=2, guarantee="at_least_once"),
+    # several stream threads per instance at a larger scale: 18 threads, 24 tasks (two subtopologies)
+    Shape("wordcount", standbys=1, guarantee="exactly_once_v2", threads=6, partitions=12),
 ]
 SHAPES = MATRIX if os.environ.get("KPROTOCOL_MIGRATION") == "matrix" else IN_MAKE_TEST
 TABLE = Path(__file__).resolve().parents[1] / "build" / "migration-matrix.md"
