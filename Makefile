@@ -113,6 +113,11 @@ bench-offsets: $(STAMP)
 
 # The gateway beside the broker at the scale of Kafka Streams fleets (issue 35): simulated members over TCP,
 # streams, classic and mixed groups of 100 and 1000 members and 100 groups of 50; table on stdout, JSON in build/.
+# The incident report on synthetic tables of 30,000 and 300,000 rebalances: time and peak memory.
+.PHONY: bench-report
+bench-report: $(STAMP)
+	$(BIN)/python bench/report.py
+
 .PHONY: bench-gateway-scale
 bench-gateway-scale: $(STAMP)
 	mkdir -p build
