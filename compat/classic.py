@@ -314,6 +314,22 @@ class ClassicGroup(TimelineObject):
             return self._maybe_complete_join(now), []
         return self._prepare(now) + self._maybe_complete_join(now), []
 
+    def complete_waiting(self) -> list[Answer]:
+        """Every JoinGroup and SyncGroup still waiting answered REBALANCE_IN_PROGRESS (a retriable error: the member
+        joins again), as Kafka completes a classic group's join and sync futures when it converts the group."""
+        _, join_cls = api_classes(JOIN_GROUP)
+        _, sync_cls = api_classes(SYNC_GROUP)
+        answers: list[Answer] = []
+        for m in self.members.values():
+            if m.join_token is not None:
+                answers.append((m.join_token, join_cls(error_code=REBALANCE_IN_PROGRESS, member_id=m.member_id,
+                                                       generation_id=-1)))
+                m.join_token = None
+            if m.sync_token is not None:
+                answers.append((m.sync_token, sync_cls(error_code=REBALANCE_IN_PROGRESS)))
+                m.sync_token = None
+        return answers
+
     def _prepare(self, now: int) -> list[Answer]:
         """Start a rebalance: pending syncs learn it, members must rejoin before the deadline."""
         _, sync_cls = api_classes(SYNC_GROUP)

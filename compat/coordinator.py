@@ -148,10 +148,10 @@ class MigrationCoordinator:
         group_id = request.group_id
         streams_group = self.streams.group(group_id)
         if api_key == STREAMS_GROUP_HEARTBEAT:
-            records = self._to_streams(group_id, request, now) if request.member_epoch == 0 else []
+            answers, records = self._to_streams(group_id, request, now) if request.member_epoch == 0 else ([], [])
             response, more = self.streams.handle(header, request, now, client_host=client_host)
             records += more
-            return [(token, response)], records + self._maybe_to_classic(group_id, now)
+            return [(token, response), *answers], records + self._maybe_to_classic(group_id, now)
         if api_key not in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP):
             response, records = self.streams.handle(header, request, now, client_host=client_host)
             return [(token, response)], records
@@ -311,11 +311,15 @@ class MigrationCoordinator:
 
     # --- conversions ----------------------------------------------------------------------------
 
-    def _to_streams(self, group_id: str, request: Message, now: int) -> list[CoordinatorRecord]:
-        """A streams-protocol member joins a classic group: the group becomes a streams group."""
-        classic = self.classic.pop(group_id, None)
+    def _to_streams(self, group_id: str, request: Message, now: int) -> tuple[list[Answer], list[CoordinatorRecord]]:
+        """A streams-protocol member joins a classic group: the group becomes a streams group. The classic
+        members' JoinGroups and SyncGroups still waiting are answered REBALANCE_IN_PROGRESS (they join again,
+        as members of the streams group); a heartbeat without a topology converts nothing (it is refused)."""
+        classic = self.classic.get(group_id)
         if classic is None or self.streams.group(group_id) is not None or request.topology is None:
-            return []
+            return [], []
+        self.classic.pop(group_id)
+        answers = classic.complete_waiting()
         epoch = max(classic.generation, 1)
         topology = rec.topology(group_id, from_request(request.topology))
         records = [CoordinatorRecord(GroupMetadataKey(group=group_id), None), topology]
@@ -344,7 +348,7 @@ class MigrationCoordinator:
         for member_id, info in infos.items():
             group.session_deadlines[member_id] = now + info.session_timeout_ms if info else now + session
         self.streams.classic_members[group_id] = TSet(infos)
-        return records
+        return answers, records
 
     def _maybe_to_classic(self, group_id: str, now: int) -> list[CoordinatorRecord]:
         """The last streams-protocol member left: the classic members carry on as a classic group."""

@@ -222,3 +222,39 @@ def test_the_standby_replicas_classic_members_ran_are_counted_at_the_conversion(
     assert ex.c.classic_standby_replicas("app") == 0  # still classic
     ex.streams()
     assert ex.c.classic_standby_replicas("app") == 1  # A and B held every task once as a standby
+
+
+def test_the_conversion_answers_the_classic_members_still_waiting() -> None:
+    """A streams-protocol member converting the group while classic followers wait for the leader's SyncGroup
+    (or a JoinGroup waits for the others): each waiting request is answered REBALANCE_IN_PROGRESS at once, as
+    Kafka completes a converted classic group's join and sync futures, so no follower stalls until its own
+    request times out while the streams member takes tasks it may still run. A heartbeat without a topology
+    converts nothing."""
+    c = MigrationCoordinator(GroupConfig(initial_rebalance_delay_ms=0, assignment_interval_ms=0), TOPICS,
+                             classic_initial_delay_ms=0)
+
+    def join(member: str, token: int, name: str, now: int):
+        return c.handle(token, header(11, 9), Join(
+            group_id="app", member_id=member, session_timeout_ms=10_000, rebalance_timeout_ms=5_000,
+            protocol_type="consumer", protocols=[Join.JoinGroupRequestProtocol(
+                name="stream", metadata=subscription(name, "", ""))]), now)
+
+    [(_, a)], _ = join("", 1, "A", 0)
+    join(a.member_id, 2, "A", 0)
+    [(_, b)], _ = join("", 3, "B", 0)
+    assert join(b.member_id, 4, "B", 0)[0] == []  # B waits for A to rejoin
+    answers, _ = join(a.member_id, 5, "A", 0)
+    generation = dict(answers)[5].generation_id
+    assert c.handle(6, header(14, 5), Sync(group_id="app", generation_id=generation, member_id=b.member_id), 10)[0] \
+        == []  # B's SyncGroup waits for the leader's assignments
+
+    no_topology = HB(group_id="app", member_id="C", member_epoch=0, process_id=str(PROCESS["C"]),
+                     rebalance_timeout_ms=30_000, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+    [(_, refused)], _ = c.handle(7, header(88, 1), no_topology, 20)
+    assert refused.error_code != 0 and "app" in c.classic  # refused, and the classic group stays as it was
+
+    answers, _ = c.handle(8, header(88, 1), no_topology.replace(topology=TOPOLOGY), 30)
+    by_token = dict(answers)
+    assert by_token[8].error_code == 0 and c.streams.group("app") is not None
+    assert by_token[6].error_code == 27  # REBALANCE_IN_PROGRESS: B joins again, as a member of the streams group
+    assert sorted(by_token) == [6, 8]
