@@ -8,7 +8,10 @@
  * for the Python reader, which decodes it or reports the problem precisely; a record it does not
  * take (an unknown type or version, a decode error, invalid UTF-8, an unusual tagged field...)
  * goes to a Python fallback that runs the reference decoder for that record. So the Python code
- * stays the reference and this file never reproduces its error messages.
+ * stays the reference and this file never reproduces its error messages, but for a few plain ones of
+ * the Kafka Streams userdata inside classic group members' payloads (a missing or out-of-range
+ * version, a repeated client tag: `streamsUserDataError`), which it decodes too (Decoder.payload
+ * serves the capture decoder's JoinGroup/SyncGroup payloads).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
