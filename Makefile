@@ -13,7 +13,7 @@ FAMILY  ?= records
 SECONDS ?= 60
 ASAN    := build/asan
 
-$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator/_offsets.c
+$(STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator_topics/_offsets.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -26,7 +26,7 @@ prereqs:
 prereqs-demo:
 	@PYTHON=$(PYTHON) sh .ci/prereqs demo
 
-$(DEMO_STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator/_offsets.c
+$(DEMO_STAMP): pyproject.toml setup.py kprotocol/_speedups.c kprotocol/capture/_walk.c kprotocol/coordinator_topics/_offsets.c
 	$(PYTHON) -m venv $(DEMO_VENV)
 	$(DEMO_VENV)/bin/pip install -q --upgrade pip
 	$(DEMO_VENV)/bin/pip install -q -e .

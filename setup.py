@@ -22,7 +22,7 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension("kprotocol._speedups", ["kprotocol/_speedups.c"], extra_compile_args=["-O2"]),
                  Extension("kprotocol.capture._walk", ["kprotocol/capture/_walk.c"], extra_compile_args=["-O2"]),
-                 Extension("kprotocol.coordinator._offsets", ["kprotocol/coordinator/_offsets.c"],
+                 Extension("kprotocol.coordinator_topics._offsets", ["kprotocol/coordinator_topics/_offsets.c"],
                            extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

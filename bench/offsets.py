@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, decode_record, record_types  # noqa: E402
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, decode_record, record_types  # noqa: E402
 from kprotocol.records import Record, marker_record, read_segment, write_batch  # noqa: E402
 from kprotocol.registry import message_class  # noqa: E402
 from kprotocol.streams import AssignmentInfo, SubscriptionInfo, TaskId, TaskOffsetSum, TopicPartition  # noqa: E402

@@ -46,7 +46,7 @@ from offsets import DUMP_LOG, GENERATORS, java_command, timed  # noqa: E402  (be
 TASK_RUN = """
 import json, shutil, statistics, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
-from kprotocol.coordinator import CONSUMER_OFFSETS
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS
 from kprotocol.pipeline.offsets_rows import split_rows
 from kprotocol.pipeline.splits import SegmentSplit
 from kprotocol.pipeline.tables import paused_gc, write_part

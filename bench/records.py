@@ -13,7 +13,7 @@ from typing import Callable
 
 from kafka.record import MemoryRecords
 
-from kprotocol.coordinator import decode_record
+from kprotocol.coordinator_topics import decode_record
 from kprotocol.records import Compression, Header, Record, read_batches, read_segment, write_batch
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "offsets" / "00000000000000000000.log"

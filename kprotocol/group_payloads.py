@@ -5,7 +5,7 @@ The JSON keeps Kafka's shape (payloads stay base64) and adds a sibling key per p
 `decoded<Field>` (`decodedMetadata`, `decodedAssignment`, `decodedSubscription`): either
 `{"version": V, "data": {...}}` with the consumer-protocol JSON (its `userData` plus
 `streamsUserData`), or `{"error": "..."}` when the payload does not decode. `__consumer_offsets`
-decoding (kprotocol.coordinator) uses the same keys.
+decoding (kprotocol.coordinator_topics) uses the same keys.
 """
 
 from __future__ import annotations

@@ -125,8 +125,8 @@ def vector_target(vec: dict) -> tuple[Any, int]:
     changed in place is read with its earlier layout, and a former "data" record whose version prefix
     became its record type with the record's first version."""
     import kprotocol
-    from kprotocol.coordinator.decode import EARLIER_LAYOUTS
-    from kprotocol.coordinator.record_types import OTHER_TOPICS
+    from kprotocol.coordinator_topics.decode import EARLIER_LAYOUTS
+    from kprotocol.coordinator_topics.record_types import OTHER_TOPICS
 
     cls = kprotocol.message_class(EARLIER_LAYOUTS.get(vec["name"], vec["name"]))
     version = vec["version"]

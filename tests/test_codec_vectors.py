@@ -7,8 +7,8 @@ import pytest
 from kprotocol.runtime.json_codec import py_struct_to_json
 
 import kprotocol
-from kprotocol.coordinator.decode import EARLIER_LAYOUTS
-from kprotocol.coordinator.record_types import OTHER_TOPICS
+from kprotocol.coordinator_topics.decode import EARLIER_LAYOUTS
+from kprotocol.coordinator_topics.record_types import OTHER_TOPICS
 from kprotocol.runtime import accel, pure
 from codegen.jsonc import load
 from conftest import ROOT, SHARED, read_jsonl

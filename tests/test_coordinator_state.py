@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from kprotocol.cli import main
-from kprotocol.coordinator import decode_record
-from kprotocol.coordinator.state import GroupStateBuilder, replay
+from kprotocol.coordinator_topics import decode_record
+from kprotocol.coordinator_topics.state import GroupStateBuilder, replay
 from kprotocol.records import RecordBatch, read_segment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "offsets"
@@ -146,3 +146,14 @@ def test_cli_decode_transaction_state_topic(tmp_path, capsys):
     assert code == 0
     assert first["key"] == {"type": 0, "data": {"transactionalId": "txn-1"}}
     assert first["value"] == {"version": 0, "data": doc} and tombstone["value"] is None
+
+
+def test_the_former_package_name_still_imports_the_same_modules() -> None:
+    """`kprotocol.coordinator` was renamed `kprotocol.coordinator_topics`; old imports get the very same modules."""
+    import kprotocol.coordinator as old
+    import kprotocol.coordinator.lines as old_lines
+    import kprotocol.coordinator_topics as new
+    import kprotocol.coordinator_topics.lines as new_lines
+    from kprotocol.coordinator.state import replay  # noqa: F401 - importable by its old path
+
+    assert old is new and old_lines is new_lines and old.decode_record is new.decode_record

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kprotocol.coordinator.decode import EARLIER_LAYOUTS
+from kprotocol.coordinator_topics.decode import EARLIER_LAYOUTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kprotocol.coordinator import decode_record, decode_share_state_record, decode_transaction_record, record_types
+from kprotocol.coordinator_topics import decode_record, decode_share_state_record, decode_transaction_record, record_types
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 VECTOR_DIR = SHARED / "vectors"

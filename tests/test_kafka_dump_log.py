@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kprotocol import message_class
-from kprotocol.coordinator import CONSUMER_OFFSETS, TRANSACTION_STATE, decode_record
-from kprotocol.coordinator.state import replay
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, TRANSACTION_STATE, decode_record
+from kprotocol.coordinator_topics.state import replay
 from kprotocol.records import decode_control
 from kprotocol.records.segment import read_logs
 from kprotocol.toolchain import KafkaBroker

@@ -1,4 +1,4 @@
-"""The compiled path of `kprotocol offsets decode` (kprotocol.coordinator.lines, _offsets.c) against the
+"""The compiled path of `kprotocol offsets decode` (kprotocol.coordinator_topics.lines, _offsets.c) against the
 reference path (the segment reader, `decode_record`, orjson): the same JSON lines byte for byte, the
 same problems and exit code, on the kept segments (a real broker's included), Kafka's golden record
 vectors and hypothesis-made segments of every `__consumer_offsets` record type, damaged or not."""
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, lines, record_types
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, lines, record_types
 from kprotocol.fuzz.strategies import messages
 from kprotocol.records import Header, Record, marker_record, read_segment, write_batch
 from kprotocol.records.cli import run_decode

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, lines, record_types
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, lines, record_types
 from kprotocol.records import Record, read_segment, write_batch
 from kprotocol.records.cli import run_decode
 from kprotocol.registry import message_class

@@ -11,7 +11,7 @@ import pytest
 from codegen.generate import render_package
 from codegen.jsonc import load
 from codegen.model import snake_case
-from kprotocol.coordinator.decode import EARLIER_LAYOUTS
+from kprotocol.coordinator_topics.decode import EARLIER_LAYOUTS
 from kprotocol.toolchain.release_specs import structure
 from conftest import ROOT, SHARED
 from spec_changes import rename_fields, renames, up_to

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kprotocol.coordinator.record_types import record_types
+from kprotocol.coordinator_topics.record_types import record_types
 from kprotocol.errors import DecodeError, TruncatedError, error_name
 from kprotocol.records import Record, RecordBatch, read_segment, write_batch
 from kprotocol.records.reader import batch_extent, read_batch

@@ -1,5 +1,5 @@
 """JoinGroup/SyncGroup payloads of captured exchanges decoded through the compiled consumer-protocol and
-Kafka Streams userdata decoder of `kprotocol offsets decode` (kprotocol/coordinator/_offsets.c).
+Kafka Streams userdata decoder of `kprotocol offsets decode` (kprotocol/coordinator_topics/_offsets.c).
 
 `annotate` adds the same `decoded<Field>` keys as kprotocol.group_payloads.annotate (the reference); a
 payload the compiled path does not take (an unusual or undecodable one, another protocol type) or a
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from kprotocol import group_payloads
-from kprotocol.coordinator import lines
+from kprotocol.coordinator_topics import lines
 from kprotocol.group_payloads import Protocol
 from kprotocol.runtime.struct import Message
 from kprotocol.streams.nested import CONSUMER_PROTOCOL_TYPE, decode_member_assignment, decode_member_metadata

@@ -142,7 +142,7 @@ def record_seeds() -> Iterator[bytes]:
 
 def coordinator(data: bytes) -> None:
     """Byte 0 picks the topic, bytes 1-2 the key length; the rest is key then value."""
-    from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record
+    from kprotocol.coordinator_topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record
 
     if len(data) < 3:
         return

@@ -15,9 +15,9 @@ RUNTIME = "runtime"  # the name a task's runtime report goes by among its (table
 
 def compiled() -> dict[str, bool]:
     """accel: the codec's compiled plans (`kprotocol.runtime.accel.ENABLED`); walk: the compiled capture
-    walk; offsets: the compiled __consumer_offsets path (`kprotocol.coordinator.lines`)."""
+    walk; offsets: the compiled __consumer_offsets path (`kprotocol.coordinator_topics.lines`)."""
     from kprotocol.capture import walk
-    from kprotocol.coordinator import lines
+    from kprotocol.coordinator_topics import lines
     from kprotocol.runtime import accel
 
     return {"accel": accel.ENABLED, "walk": walk._walk is not None, "offsets": lines.ENABLED}

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from kprotocol.capture.walk import MAX_SHARES
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE
 from kprotocol.pipeline.capture_rows import (CAPTURE_SUFFIXES, connection_rows, keyed_segments, owned_rows,
                                              plan_capture)
 from kprotocol.pipeline.copies import (COVERAGE, EXCHANGE_IDENTITY, RECORD_IDENTITY, Coverage, coverage, drop_copies,

@@ -1,6 +1,6 @@
 """Rows of the `records`, `offsets_committed`, `group_members` and `problems` tables for one split of
 a coordinator-topic segment. Spark tasks and the single-process path run the same code: for
-`__consumer_offsets`, the compiled path of `kprotocol offsets decode` (kprotocol.coordinator.lines)
+`__consumer_offsets`, the compiled path of `kprotocol offsets decode` (kprotocol.coordinator_topics.lines)
 writes the records and offsets_committed tables straight into Arrow column buffers, this module
 builds the rest and whatever it does not take.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
 from kprotocol.errors import DecodeError
 from kprotocol.pipeline.files import read_range
 from kprotocol.pipeline.splits import SegmentSplit

@@ -215,7 +215,7 @@ def _as_string(binary: pa.Array) -> pa.Array:
                                  offset=binary.offset)
 
 
-# How a column builder of the compiled decoder (kprotocol.coordinator._offsets.Columns) holds a type;
+# How a column builder of the compiled decoder (kprotocol.coordinator_topics._offsets.Columns) holds a type;
 # SKIP: a column it leaves to `from_columns`' constants.
 SKIP = -1
 COLUMN_KINDS = {STR: 0, I32: 1, I64: 2, BOOL: 3}

@@ -1,7 +1,7 @@
 """`kprotocol offsets decode|state PATH...`: coordinator topic segments as JSON.
 
 `decode` prints one compact JSON line per record (control markers included; `__consumer_offsets`
-through the compiled path of kprotocol.coordinator.lines), `state` the groups'
+through the compiled path of kprotocol.coordinator_topics.lines), `state` the groups'
 rebuilt state. Both accept segment files and directories of segments, show a progress bar on
 stderr for large inputs, list every problem at the end on stderr, and exit 1 if there was one.
 """
@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from kprotocol.coordinator import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
-from kprotocol.coordinator.lines import compact, record_problem
-from kprotocol.coordinator.state import GroupStateBuilder
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, decode_record, lines, type_names
+from kprotocol.coordinator_topics.lines import compact, record_problem
+from kprotocol.coordinator_topics.state import GroupStateBuilder
 from kprotocol.errors import DecodeError
 from kprotocol.records.control import decode_control
 from kprotocol.records.model import RecordBatch

@@ -10,8 +10,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from kprotocol.coordinator.decode import decode_record
-from kprotocol.coordinator.record_types import record_types
+from kprotocol.coordinator_topics.decode import decode_record
+from kprotocol.coordinator_topics.record_types import record_types
 from kprotocol.registry import message_class
 from kprotocol.streams_group.member import Member
 from kprotocol.streams_group.tasks import TaskSets, Tasks
@@ -52,7 +52,7 @@ class CoordinatorRecord(NamedTuple):
         return key, _PREFIX.pack(self.value_version) + self.value.encode(self.value_version)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as `kprotocol.coordinator.decode_record` shows it."""
+        """The record as `kprotocol.coordinator_topics.decode_record` shows it."""
         return decode_record(*self.encode())
 
 

@@ -8,7 +8,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from kprotocol.capture.cli import run_summary
-from kprotocol.coordinator import CONSUMER_OFFSETS
+from kprotocol.coordinator_topics import CONSUMER_OFFSETS
 from kprotocol.records.cli import run_decode, run_state
 from kprotocol.tools import frames
 

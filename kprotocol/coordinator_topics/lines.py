@@ -20,14 +20,14 @@ from typing import Any
 
 import orjson
 
-from kprotocol.coordinator.decode import (
+from kprotocol.coordinator_topics.decode import (
     EARLIER_LAYOUTS,
     GROUP_METADATA,
     LEGACY_OFFSET_COMMIT,
     OFFSET_COMMIT,
     decode_record,
 )
-from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, record_types, type_names
+from kprotocol.coordinator_topics.record_types import CONSUMER_OFFSETS, record_types, type_names
 from kprotocol.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kprotocol.records.reader import DEFAULT_MAX_RECORDS
 from kprotocol.registry import message_class
@@ -36,7 +36,7 @@ from kprotocol.runtime.struct import INHERIT, Field, Struct
 try:
     if os.environ.get("KPROTOCOL_PURE_PYTHON"):
         raise ImportError("disabled by KPROTOCOL_PURE_PYTHON")
-    from kprotocol.coordinator import _offsets
+    from kprotocol.coordinator_topics import _offsets
 except ImportError:  # the extension was not built (or is turned off): callers use the Python path
     _offsets = None  # type: ignore[assignment]
 

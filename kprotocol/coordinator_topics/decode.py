@@ -13,7 +13,7 @@ import base64
 import struct
 from typing import Any
 
-from kprotocol.coordinator.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
+from kprotocol.coordinator_topics.record_types import CONSUMER_OFFSETS, SHARE_GROUP_STATE, TRANSACTION_STATE, record_types
 from kprotocol.errors import DecodeError
 from kprotocol.registry import message_class
 from kprotocol.runtime.struct import Message

@@ -2,7 +2,7 @@
  *
  * A Decoder walks canonical, uncompressed-or-decompressed magic-2 batches of a segment and writes
  * each record as `kprotocol offsets decode` prints it, driven by JSON plans that
- * kprotocol/coordinator/lines.py builds from the generated classes' field schemas (one per struct
+ * kprotocol/coordinator_topics/lines.py builds from the generated classes' field schemas (one per struct
  * and version). It handles the common case only. A batch it does not take (another magic, a bad
  * CRC or length, a control batch, headers, a non-canonical varint...) stops the walk at that batch
  * for the Python reader, which decodes it or reports the problem precisely; a record it does not
@@ -306,7 +306,7 @@ static PyObject *Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kprotocol.coordinator._offsets.Plan",
+    .tp_name = "kprotocol.coordinator_topics._offsets.Plan",
     .tp_basicsize = sizeof(PlanObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = Plan_new,
@@ -1783,7 +1783,7 @@ static PySequenceMethods Buffer_as_sequence = {.sq_length = (lenfunc)Buffer_leng
 
 static PyTypeObject BufferType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kprotocol.coordinator._offsets.Buffer",
+    .tp_name = "kprotocol.coordinator_topics._offsets.Buffer",
     .tp_basicsize = sizeof(BufferObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)Buffer_dealloc,
@@ -2091,7 +2091,7 @@ static PySequenceMethods Columns_as_sequence = {.sq_length = (lenfunc)Columns_le
 
 static PyTypeObject ColumnsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kprotocol.coordinator._offsets.Columns",
+    .tp_name = "kprotocol.coordinator_topics._offsets.Columns",
     .tp_basicsize = sizeof(ColumnsObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = Columns_new,
@@ -2393,7 +2393,7 @@ static PyMethodDef Decoder_methods[] = {
 
 static PyTypeObject DecoderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kprotocol.coordinator._offsets.Decoder",
+    .tp_name = "kprotocol.coordinator_topics._offsets.Decoder",
     .tp_basicsize = sizeof(DecoderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = Decoder_new,
@@ -2403,7 +2403,7 @@ static PyTypeObject DecoderType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "kprotocol.coordinator._offsets",
+    PyModuleDef_HEAD_INIT, "kprotocol.coordinator_topics._offsets",
     "Compiled path from __consumer_offsets segments to JSON lines.", -1, NULL,
 };
 

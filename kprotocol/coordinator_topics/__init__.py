@@ -1,14 +1,14 @@
 """Coordinator records of `__consumer_offsets`, `__transaction_state` and `__share_group_state`,
 and the group state they add up to.
 
-    from kprotocol.coordinator import decode_record
+    from kprotocol.coordinator_topics import decode_record
     decode_record(key, value)  # {"key": {"type": 1, "data": {...}}, "value": {"version": 3, "data": {...}}}
 """
 
 from __future__ import annotations
 
-from kprotocol.coordinator.decode import decode_record, decode_share_state_record, decode_transaction_record
-from kprotocol.coordinator.record_types import (
+from kprotocol.coordinator_topics.decode import decode_record, decode_share_state_record, decode_transaction_record
+from kprotocol.coordinator_topics.record_types import (
     CONSUMER_OFFSETS,
     SHARE_GROUP_STATE,
     TRANSACTION_STATE,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kprotocol.coordinator.decode import decode_record
+from kprotocol.coordinator_topics.decode import decode_record
 from kprotocol.errors import DecodeError
 from kprotocol.records import RecordBatch, decode_control
 
