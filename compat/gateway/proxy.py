@@ -41,6 +41,7 @@ SIZE = struct.Struct(">i")
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 3, 10, 18, 60
 REWRITTEN = {METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER}
 AUTHORIZED_APIS = authorization.AUTHORIZED_APIS  # requests answered locally after asking the brokers' ACLs
+PROBE_TIMEOUT_S = 5.0  # an authorization probe unanswered this long: its broker is treated as gone
 SASL_APIS = {17, 36}  # SaslHandshake, SaslAuthenticate: forwarded, watched (sasl.SaslTracker)
 
 # A local handler gets (request header, request body, client address) and returns an awaitable of the
@@ -558,7 +559,11 @@ class Session:
         for i, (_, api_key, version, future) in enumerate(probes):
             try:
                 assert self.up_reader is not None
-                frame = await read_frame(self.up_reader, 2**31 - 1, min_frame=4)
+                frame = await asyncio.wait_for(read_frame(self.up_reader, 2**31 - 1, min_frame=4), PROBE_TIMEOUT_S)
+            except asyncio.TimeoutError:  # a broker shutting down answers nothing: its connection is given up
+                if self.up_writer is not None:
+                    self.up_writer.transport.abort()
+                frame = None
             except FrameError:
                 frame = None
             if frame is None:
