@@ -87,8 +87,15 @@ async def _serve(args: argparse.Namespace) -> None:
                       **common)  # Produce, Fetch and the rest pass without being decoded
 
     def listener() -> tuple[int, str, int]:  # the proxy names its own listener for it in the answer
-        node = min(gateway.brokers.upstream)
-        return (node, *gateway.brokers.upstream[node])
+        """A managed group's coordinator as FindCoordinator names it: the broker the asking connection goes to
+        (the brokers judge its ACLs on that connection, so a stopped broker's clients look again and are sent
+        to a live one), else the lowest node id."""
+        nodes = gateway.brokers.upstream
+        target = current_target.get()
+        node = next((n for n, address in nodes.items() if address == target), None)
+        if node is None:
+            node = min(nodes)
+        return (node, *nodes[node])
 
     if args.group:
         config, classic = group_configs(args.group_config, GroupConfig(
