@@ -135,3 +135,22 @@ def test_acks_zero_produce_keeps_responses_in_order(gateway: RunningGateway) -> 
         count = sum(1 for _ in consumer)
         consumer.close()
     assert count == 50
+
+
+def test_acls_are_known_unenforced_only_while_every_broker_says_so(kafka_broker) -> None:
+    """A broker without an authorizer answers DescribeAcls SECURITY_DISABLED: then the gateway asks nothing on
+    clients' behalf (every request is allowed there). A broker it cannot ask leaves the probes on."""
+    from compat.gateway.authorization import ClusterAcls
+    from compat.gateway.upstream import Upstream
+
+    async def check(address: tuple[str, int]) -> bool:
+        upstream = Upstream(address)
+        try:
+            return await ClusterAcls(upstream).check()
+        finally:
+            upstream.close()
+
+    assert asyncio.run(check(("127.0.0.1", kafka_broker.port))) is False
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        assert asyncio.run(check(unused.getsockname())) is True  # nobody answers: enforced

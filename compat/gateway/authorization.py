@@ -76,6 +76,61 @@ MISSING_INTERNAL_TOPICS = 3  # StreamsGroupHeartbeat status code
 Submit = Callable[[bytes, int, int], asyncio.Future]  # (request frame, api key, version) -> future response body
 
 
+SECURITY_DISABLED = 54
+ACL_RECHECK_S = 10.0
+ACL_CHECK_TIMEOUT_S = 5.0
+
+
+class ClusterAcls:
+    """Whether the brokers enforce ACLs at all. A broker without an authorizer answers DescribeAcls with
+    SECURITY_DISABLED and allows every request: while every broker the gateway knows says so, the brokers'
+    judgement is known without asking, and no probe is written on clients' connections. Any other answer
+    (ACLs, CLUSTER_AUTHORIZATION_FAILED for the gateway's own principal, an error, no answer in time) turns
+    the probes on. Checked at start and every ACL_RECHECK_S: an authorizer a rolling restart enables applies
+    to locally answered requests within that time."""
+
+    def __init__(self, upstream: Any, recheck_s: float = ACL_RECHECK_S) -> None:
+        self.upstream, self.recheck_s = upstream, recheck_s
+        self.enforced = True  # until the brokers said otherwise
+        self._task: asyncio.Task | None = None
+
+    async def check(self) -> bool:
+        """Ask every known broker (the bootstrap address until they are known); whether ACLs are enforced."""
+        cls = message_class("DescribeAclsRequest")
+        request = cls(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                      host_filter=None, operation=1, permission_type=1)  # ANY of everything
+        brokers = list(dict.fromkeys(getattr(self.upstream, "brokers", {}).values()))
+        connections = [self.upstream.connection(a) for a in brokers] or [self.upstream.bootstrap]
+        try:
+            answers = await asyncio.wait_for(asyncio.gather(*(c.send(request, 1) for c in connections)),
+                                             ACL_CHECK_TIMEOUT_S)
+        except (OSError, ConnectionError, asyncio.TimeoutError, ValueError):
+            answers = []
+        self.enforced = not answers or any(a.error_code != SECURITY_DISABLED for a in answers)
+        return self.enforced
+
+    async def run(self) -> None:
+        """Check now, then every `recheck_s` until cancelled."""
+        while True:
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - whatever went wrong, the probes stay (or turn) on
+                self.enforced = True
+            await asyncio.sleep(self.recheck_s)
+
+    async def start(self) -> None:
+        await self.check()
+        self._task = asyncio.create_task(self.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
 class ConnectionAuthorizer:
     """One client connection's questions to the broker, and its answers remembered for TTL_S seconds."""
 

@@ -54,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 async def _serve(args: argparse.Namespace) -> None:
     from compat.coordinator import MigrationCoordinator
+    from compat.gateway.authorization import ClusterAcls
     from compat.gateway.managed import API_KEYS, ManagedGroups
     from compat.gateway.proxy import Gateway, current_target
     from compat.gateway.state import StateLog, StateTopic
@@ -70,7 +71,7 @@ async def _serve(args: argparse.Namespace) -> None:
         from compat.gateway.metrics import GatewayMetrics, GroupsCollector  # prometheus-client: [gateway] extra
 
         metrics = GatewayMetrics()
-    managed = None
+    managed = acls = None
 
     def handler(*a: Any) -> Any:
         return managed(*a) if managed else None
@@ -113,6 +114,11 @@ async def _serve(args: argparse.Namespace) -> None:
                                     min(gateway.brokers.upstream, default=-1)))
         await _starting(managed.start(), f"--state {args.state}" if args.state else
                         f"--state-topic {args.state_topic}" if args.state_topic else "starting")
+        acls = ClusterAcls(upstream)  # whether the brokers enforce ACLs: else nothing is asked on clients' behalf
+        await acls.start()
+        for each in (gateway, tls_gateway):
+            if each is not None:
+                each.acls = acls
         if metrics is not None:
             metrics.registry.register(GroupsCollector(coordinator, managed.groups, asyncio.get_running_loop()))
     metrics_port = None
@@ -152,6 +158,8 @@ async def _serve(args: argparse.Namespace) -> None:
                     "(--state DIR or --state-topic TOPIC keeps it)")
     await stop.wait()
     args.stopped_by = received[0]
+    if acls is not None:
+        await acls.stop()
     if managed is not None:
         await managed.stop_timers()
     try:  # the answers owed go out; a connection that does not let go does not keep the gateway up

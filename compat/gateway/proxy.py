@@ -100,7 +100,7 @@ class Gateway:
                  local_api_keys: frozenset[int] | None = None,
                  extra_api_versions: dict[int, tuple[int, int]] | None = None, max_frame: int = MAX_FRAME,
                  tls: Any = None, sni: Any = None, upstream_security: Any = None, observer: Any = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, acls: Any = None) -> None:
         self.bootstrap = upstream
         self.limits = limits or Limits()
         self.admission = Connections(self.limits)
@@ -108,6 +108,7 @@ class Gateway:
         self.listen = listen
         self.broker_port_base = broker_port_base
         self.local = local
+        self.acls = acls  # authorization.ClusterAcls: whether the brokers enforce ACLs (None: always asked)
         self.local_api_keys = local_api_keys  # the only requests the handler is shown (None: every one)
         self.extra_api_versions = extra_api_versions or {}
         self.max_frame = max_frame
@@ -502,9 +503,12 @@ class Session:
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
-        if self.authorizer is not None and api_key in AUTHORIZED_APIS:
+        acls = self.gateway.acls
+        if self.authorizer is not None and api_key in AUTHORIZED_APIS and (acls is None or acls.enforced):
             await self._upstream()  # the brokers' ACLs are asked on the client's own connection
             authorization.current.set(self.authorizer)
+        else:  # no broker has an authorizer: every request is allowed there, nothing to ask
+            authorization.current.set(None)
         host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
         pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
         probes = self.authorizer.take() if self.authorizer is not None else []
