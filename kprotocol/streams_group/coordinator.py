@@ -733,7 +733,10 @@ class StreamsGroupCoordinator:
                 groups.append(response_cls.DescribedGroup(error_code=GROUP_ID_NOT_FOUND, group_id=group_id,
                                                           error_message=message))
                 continue
-            groups.append(self.describe_group(group, response_cls, version))
+            described = self.describe_group(group, response_cls, version)
+            if version >= 1 and req.include_topology_description:
+                described = described.replace(topology_description_status=TOPOLOGY_DESCRIPTION_NOT_STORED)
+            groups.append(described)
         return response_cls(groups=groups)
 
     def describe_group(self, group: StreamsGroup, response_cls: Any, version: int = 1) -> Any:
@@ -838,6 +841,8 @@ class StreamsGroupCoordinator:
             try:
                 member_id = getattr(g, "member_id", None)
                 if group.exists and (member_id is not None or g.member_epoch >= 0):  # a streams group's member
+                    if member_id is None:  # Kafka looks a null member id up in its member table: a NullPointerException
+                        raise CoordinatorError(UNKNOWN_SERVER_ERROR)
                     member = _member_or_throw(group, member_id or "")
                     if g.member_epoch != member.member_epoch:
                         raise CoordinatorError(STALE_MEMBER_EPOCH, f"The received member epoch {g.member_epoch} "
@@ -892,7 +897,8 @@ def _commit(req: Message, error: int, now: int, topic_answer: Any) -> tuple[list
     records = [] if error else [
         rec.offset_commit(req.group_id, t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
                           p.committed_metadata, now) for t in req.topics for p in t.partitions]
-    return [topic_answer(t, [p.partition_index for p in t.partitions]) for t in req.topics], records
+    # Kafka's response builders list a topic with its first partition: a topic of no partitions is left out
+    return [topic_answer(t, [p.partition_index for p in t.partitions]) for t in req.topics if t.partitions], records
 
 
 _METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "topology_epoch",
@@ -924,6 +930,10 @@ def _outside_soft_state(entry: tuple, group: StreamsGroup) -> bool:
     return entry[0] is timeline.restore_field and entry[1] is group and entry[2] not in _SOFT_STATE
 
 
+JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # what Java's String.trim() removes: every char up to the space
+TOPOLOGY_DESCRIPTION_NOT_STORED = 1  # Kafka's status of a requested description when no plugin stores them
+
+
 def _validate_heartbeat(req: Message) -> None:
     """The request-level checks Kafka makes before a heartbeat reaches its group (the topology's topic
     names first of all)."""
@@ -934,7 +944,7 @@ def _validate_heartbeat(req: Message) -> None:
                 raise CoordinatorError(INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
     for value, what in ((req.member_id, "MemberId"), (req.group_id, "GroupId"), (req.instance_id, "InstanceId"),
                         (req.rack_id, "RackId")):
-        if value is not None and value.strip() == "":
+        if value is not None and value.strip(JAVA_TRIMMED) == "":
             raise CoordinatorError(INVALID_REQUEST, f"{what} can't be empty.")
     if req.member_epoch == 0:
         if req.rebalance_timeout_ms == -1:
