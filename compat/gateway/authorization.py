@@ -102,23 +102,24 @@ class ClusterAcls:
         brokers = list(dict.fromkeys(getattr(self.upstream, "brokers", {}).values()))
         connections = [self.upstream.connection(a) for a in brokers] or [self.upstream.bootstrap]
         try:
-            answers = await asyncio.wait_for(asyncio.gather(*(c.send(request, 1) for c in connections)),
-                                             ACL_CHECK_TIMEOUT_S)
-        except (OSError, ConnectionError, asyncio.TimeoutError, ValueError):
+            answers = await asyncio.wait_for(asyncio.gather(*(c.send(request, 1) for c in connections),
+                                                            return_exceptions=True), ACL_CHECK_TIMEOUT_S)
+        except asyncio.TimeoutError:
             answers = []
-        self.enforced = not answers or any(a.error_code != SECURITY_DISABLED for a in answers)
+        self.enforced = not answers or any(isinstance(a, BaseException) or a.error_code != SECURITY_DISABLED
+                                           for a in answers)
         return self.enforced
 
     async def run(self) -> None:
-        """Check now, then every `recheck_s` until cancelled."""
+        """Check every `recheck_s` until cancelled (`start` made the first check)."""
         while True:
+            await asyncio.sleep(self.recheck_s)
             try:
                 await self.check()
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - whatever went wrong, the probes stay (or turn) on
                 self.enforced = True
-            await asyncio.sleep(self.recheck_s)
 
     async def start(self) -> None:
         await self.check()

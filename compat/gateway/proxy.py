@@ -494,6 +494,15 @@ class Session:
             upstream.write(frame)
             await upstream.drain()
 
+    def _must_ask(self) -> bool:
+        """Whether a local answer waits for the brokers' judgement on this connection: while they enforce ACLs,
+        and on a SASL listener until the broker accepted this connection's login (its answers to the probes
+        are what tell OAUTHBEARER, GSSAPI and any unfinished login apart)."""
+        acls, security = self.gateway.acls, self.gateway.upstream_security
+        if acls is None or acls.enforced:
+            return True
+        return security is not None and security.sasl and not (self.sasl.authenticated and not self.sasl.failed)
+
     async def _try_local(self, frame: bytes, api_key: int, api_version: int) -> tuple[asyncio.Future, list] | None:
         try:
             read = await lenient.find_coordinator_request(frame) if api_key == FIND_COORDINATOR and \
@@ -503,11 +512,10 @@ class Session:
         except DecodeError:
             return None  # not ours to judge: upstream answers with its own error
         current_target.set(self.target)
-        acls = self.gateway.acls
-        if self.authorizer is not None and api_key in AUTHORIZED_APIS and (acls is None or acls.enforced):
+        if self.authorizer is not None and api_key in AUTHORIZED_APIS and self._must_ask():
             await self._upstream()  # the brokers' ACLs are asked on the client's own connection
             authorization.current.set(self.authorizer)
-        else:  # no broker has an authorizer: every request is allowed there, nothing to ask
+        else:  # no broker has an authorizer and the login (if any is needed) is done: nothing to ask
             authorization.current.set(None)
         host = self.peer[0] if isinstance(self.peer, tuple) else str(self.peer)
         pending = self.gateway.local(header, request, f"/{host}")  # type: ignore[misc]
