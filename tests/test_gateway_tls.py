@@ -499,7 +499,9 @@ def test_tls_errors_are_one_throttled_line(secure: Secure, tmp_path: Path) -> No
         stop_process(process, 10)
     text = log.read_text()
     assert "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
-    assert 1 <= text.count("TLS error") <= 3, text[-3000:]
+    # a record sent right after the client's side of the handshake may reach the gateway before its own side
+    # completed: then it is a failed handshake, not a TLS error; either way a few throttled lines for 100 of them
+    assert 1 <= text.count("TLS error") + text.count("TLS handshake failed") <= 4, text[-3000:]
     assert 1 <= text.count("not ASCII") <= 2, text[-3000:]
 
 

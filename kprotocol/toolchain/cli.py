@@ -36,11 +36,11 @@ def _broker(args: argparse.Namespace) -> int:
         return INTERRUPTED
     except (FileExistsError, NotADirectoryError) as exc:  # a file on the way to --dir
         raise UsageError(f"--dir {args.dir}: {exc.strerror}: {exc.filename}") from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before saying so: a Ctrl-C right after the line stops it too
+        signal.signal(sig, lambda *_: stop.set())
     print(f"Apache Kafka {kafka_version()} on {broker.bootstrap} (pid {broker.pid}, data {broker.data_dir}); "
           "Ctrl-C stops it", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     while not stop.is_set() and broker.process.poll() is None:
         stop.wait(0.5)
     if not stop.is_set():  # it ended by itself
