@@ -41,8 +41,9 @@ def protocol_of(message: Message, known: Protocol) -> Protocol:
     return protocol_type, protocol_name
 
 
-def annotate(doc: dict[str, Any], message: Message, protocol: Protocol) -> dict[str, Any]:
-    """Add decoded payloads to the JSON `doc` of a JoinGroup or SyncGroup request or response."""
+def annotate(doc: dict[str, Any], message: Message, protocol: Protocol, attach: Any = attach) -> dict[str, Any]:
+    """Add decoded payloads to the JSON `doc` of a JoinGroup or SyncGroup request or response (each through
+    `attach`, with the same arguments as this module's)."""
     name = type(message).__name__
     if name == "JoinGroupRequest":
         for entry, proto in zip(doc.get("protocols", []), message.protocols):  # type: ignore[attr-defined]

@@ -284,7 +284,7 @@ def test_capture_payloads_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch
             with monkeypatch.context() as patch:
                 if protocol == ("consumer", "stream"):  # the compiled path takes every vector alone
                     patch.setattr(group_payloads, "attach", lambda *args: pytest.fail("went to Python"))
-                payloads.attach(compiled, field, data, which, protocol)
+                payloads.attach(compiled, field, data, decoder, protocol)
             assert compiled == reference, (vector["name"], protocol)
             assert json.dumps(compiled) == json.dumps(reference)
 
